@@ -1,0 +1,26 @@
+"""The pure core of direction_up_ik: numpy/scipy only, no ROS imports.
+
+Build a model (:class:`RobotKinematics`), describe targets
+(:class:`DirectionUpTarget`), call :func:`robo_solve_ik_direction_up_multi_batch`
+and read the :class:`IKBatchResult`.
+"""
+
+from .errors import (CandidateStructureError, DirectionUpIKError, DirectionValidationError,
+                     InputTypeError, InputValidationError, JointLimitError,
+                     LocalAxisConfigurationError, NumericalFailure, RobotModelError,
+                     UnsupportedDeviceError)
+from .kinematics import RobotKinematics
+from .problem import IKProblem, build_problem
+from .result import IKBatchResult
+from .settings import SolverSettings
+from .solver import robo_solve_ik_direction_up_multi_batch, solve_problem
+from .targets import DirectionUpTarget
+
+__all__ = [
+    "CandidateStructureError", "DirectionUpIKError", "DirectionUpTarget",
+    "DirectionValidationError", "IKBatchResult", "IKProblem", "InputTypeError",
+    "InputValidationError", "JointLimitError", "LocalAxisConfigurationError",
+    "NumericalFailure", "RobotKinematics", "RobotModelError", "SolverSettings",
+    "UnsupportedDeviceError", "build_problem", "robo_solve_ik_direction_up_multi_batch",
+    "solve_problem",
+]

@@ -1,0 +1,414 @@
+"""Robot model: URDF tree, tool-centre-point frames and batched forward kinematics.
+
+The model is built once (:meth:`RobotKinematics.from_urdf`) and read-only
+afterwards, apart from the joint state ``joint_q`` and the FK cache that
+:meth:`RobotKinematics.update_fk` fills. Everything the solver needs per call is
+precomputed here: the movable joints in tree order with the fixed transforms
+between them, their axes, and the path of every end effector.
+
+Frames: ``root_world_xform`` maps the root link frame to the world frame;
+``end_effector_local_xforms[e]`` maps the TCP frame of end effector ``e`` into
+its link frame (``TCP world = link world @ link_to_tcp``, spec section 1.1).
+Units: metres and radians (REP 103).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .errors import InputTypeError, InputValidationError, RobotModelError
+from .rotations import make_transform, rpy_to_matrix, skew
+from .urdf_loader import UrdfKinematics, parse_urdf
+
+_REVOLUTE = 0
+_PRISMATIC = 1
+
+
+def validate_transform(xform, field: str, error=InputValidationError) -> np.ndarray:
+    """Check a (4, 4) rigid transform and return it as a read-only float64 copy.
+
+    Raises ``error`` naming ``field`` when it is not finite, not 4x4, its last row
+    is not (0, 0, 0, 1) or its rotation is not orthonormal with determinant +1
+    (tolerance 1e-6).
+    """
+    try:
+        t = np.array(xform, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise error(field, "must be a 4x4 numeric transform") from None
+    if t.shape != (4, 4):
+        raise error(field, f"must have shape (4, 4), got {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise error(field, "must contain only finite values")
+    if not np.allclose(t[3], (0.0, 0.0, 0.0, 1.0), atol=1e-9):
+        raise error(field, "last row must be (0, 0, 0, 1)")
+    r = t[:3, :3]
+    if not np.allclose(r @ r.T, np.eye(3), atol=1e-6) or np.linalg.det(r) < 0.0:
+        raise error(field, "rotation part must be orthonormal with determinant +1")
+    t.setflags(write=False)
+    return t
+
+
+def _model_error(field: str, rule: str) -> RobotModelError:
+    return RobotModelError(f"{field}: {rule}")
+
+
+class RobotKinematics:
+    """Kinematic model of one robot with E end effectors (TCPs) and D joint coordinates.
+
+    Attributes:
+        joint_names: names of the D coordinates, the order of ``joint_q``
+            (movable, non-mimic joints of the sub-tree, URDF document order).
+        joint_q: (D,) float32 current joint state, radians or metres; writable in
+            place (assigning a new array copies into it).
+        lower_limits, upper_limits: (D,) float64 limits (safety-controller
+            narrowed); -inf/+inf for continuous joints.
+        end_effector_links: (E,) link names; ``ee_id`` is the index.
+        end_effector_local_xforms: (E, 4, 4) link -> TCP transforms.
+        root_link: name of the FK root link; root_world_xform: (4, 4) root -> world.
+        link_names: every link of the sub-tree below ``root_link``.
+        mimic_joints: ``{name: (master, multiplier, offset)}``; mimic joints follow
+            ``multiplier * q_master + offset`` and are not coordinates.
+    """
+
+    # ------------------------------------------------------------------ build
+    def __init__(self, description: UrdfKinematics, end_effector_links: Sequence[str],
+                 end_effector_local_xforms=None, root_link: Optional[str] = None,
+                 root_world_xform=None) -> None:
+        self.robot_name = description.robot_name
+        self._build_tree(description, root_link)
+        self._build_end_effectors(end_effector_links, end_effector_local_xforms)
+        self.root_world_xform = validate_transform(
+            np.eye(4) if root_world_xform is None else root_world_xform,
+            "root_world_xform", error=_model_error)
+        self._joint_q = np.zeros(self.num_dofs, dtype=np.float32)
+        # Start at the limit-clipped zero pose, like most robot_state publishers.
+        self._joint_q[:] = np.clip(0.0, self.lower_limits, self.upper_limits)
+        self.update_fk()
+
+    @classmethod
+    def from_urdf(cls, urdf, end_effector_links: Sequence[str],
+                  end_effector_local_xforms=None, root_link: Optional[str] = None,
+                  root_world_xform=None) -> "RobotKinematics":
+        """Build a model from a URDF file path or XML string.
+
+        Args:
+            urdf: path to a ``.urdf`` file, or the XML text itself.
+            end_effector_links: link names; end effector ``ee_id`` is the index.
+            end_effector_local_xforms: one (4, 4) link -> TCP transform per end
+                effector (metres); default identity.
+            root_link: FK root; default the URDF's single root. Choosing an inner
+                link restricts the model to its sub-tree.
+            root_world_xform: (4, 4) root link -> world; default identity.
+        Raises:
+            RobotModelError: malformed URDF, unknown links, invalid transforms.
+        """
+        return cls(parse_urdf(urdf), end_effector_links, end_effector_local_xforms,
+                   root_link, root_world_xform)
+
+    def _build_tree(self, description: UrdfKinematics, root_link: Optional[str]) -> None:
+        children: Dict[str, list] = {}
+        parent_of: Dict[str, str] = {}
+        for joint in description.joints:
+            if joint.child in parent_of:
+                raise RobotModelError(
+                    f"urdf: link '{joint.child}' is the child of two joints "
+                    f"('{parent_of[joint.child]}' and '{joint.name}'); a URDF must be a tree")
+            parent_of[joint.child] = joint.name
+            children.setdefault(joint.parent, []).append(joint)
+        if root_link is None:
+            roots = [link for link in description.links if link not in parent_of]
+            if len(roots) != 1:
+                raise RobotModelError(
+                    f"urdf: expected exactly one root link, found {roots or 'none (a cycle)'}; "
+                    "pass root_link to choose one")
+            root_link = roots[0]
+        elif root_link not in description.links:
+            raise RobotModelError(
+                f"root_link: unknown link '{root_link}'; links: {_preview(description.links)}")
+        self.root_link = root_link
+
+        # Depth-first walk: every node (movable joint) comes after its parent node.
+        node_parent: List[int] = []
+        node_origin: List[np.ndarray] = []
+        node_joint: List = []
+        link_frame: Dict[str, Tuple[int, np.ndarray]] = {root_link: (-1, np.eye(4))}
+        stack = [root_link]
+        while stack:
+            link = stack.pop()
+            node, link_from_node = link_frame[link]
+            for joint in reversed(children.get(link, [])):
+                origin = link_from_node @ make_transform(rpy_to_matrix(joint.origin_rpy),
+                                                         joint.origin_xyz)
+                if joint.child in link_frame:
+                    raise RobotModelError(f"urdf: the kinematic graph has a cycle at '{joint.child}'")
+                if joint.type == "fixed":
+                    link_frame[joint.child] = (node, origin)
+                else:
+                    node_parent.append(node)
+                    node_origin.append(origin)
+                    node_joint.append(joint)
+                    link_frame[joint.child] = (len(node_joint) - 1, np.eye(4))
+                stack.append(joint.child)
+        self.link_names = tuple(l for l in description.links if l in link_frame)
+        self._link_frame = link_frame
+
+        by_name = {j.name: j for j in node_joint}
+        order = {j.name: i for i, j in enumerate(description.joints)}
+        dof_joints = sorted((j for j in node_joint if j.mimic is None), key=lambda j: order[j.name])
+        self.joint_names = tuple(j.name for j in dof_joints)
+        self._dof_index = {name: i for i, name in enumerate(self.joint_names)}
+        self.lower_limits = np.array([j.lower for j in dof_joints], dtype=np.float64)
+        self.upper_limits = np.array([j.upper for j in dof_joints], dtype=np.float64)
+        self.lower_limits.setflags(write=False)
+        self.upper_limits.setflags(write=False)
+
+        self.mimic_joints = {}
+        k = len(node_joint)
+        self._node_parent = np.array(node_parent, dtype=np.int64)
+        self._node_dof = np.zeros(k, dtype=np.int64)
+        self._node_scale = np.ones(k)
+        self._node_offset = np.zeros(k)
+        self._node_type = np.zeros(k, dtype=np.int64)
+        self._node_rot = np.zeros((k, 3, 3))      # R_o
+        self._node_pos = np.zeros((k, 3))         # p_o
+        self._node_rot_cross = np.zeros((k, 3, 3))  # R_o [a]x
+        self._node_rot_outer = np.zeros((k, 3, 3))  # R_o a a^T
+        self._node_axis_parent = np.zeros((k, 3))   # R_o a
+        for i, joint in enumerate(node_joint):
+            dof, scale, offset = self._resolve_mimic(joint, by_name)
+            self._node_dof[i], self._node_scale[i], self._node_offset[i] = dof, scale, offset
+            if joint.mimic is not None:
+                self.mimic_joints[joint.name] = joint.mimic
+            a = np.array(joint.axis)
+            r_o = node_origin[i][:3, :3]
+            self._node_type[i] = _PRISMATIC if joint.type == "prismatic" else _REVOLUTE
+            self._node_rot[i] = r_o
+            self._node_pos[i] = node_origin[i][:3, 3]
+            self._node_rot_cross[i] = r_o @ skew(a)
+            self._node_rot_outer[i] = r_o @ np.outer(a, a)
+            self._node_axis_parent[i] = r_o @ a
+        self._node_joint_names = tuple(j.name for j in node_joint)
+        for array in (self._node_rot, self._node_pos, self._node_rot_cross,
+                      self._node_rot_outer, self._node_axis_parent):
+            array.setflags(write=False)
+
+    def _resolve_mimic(self, joint, by_name) -> Tuple[int, float, float]:
+        scale, offset, seen = 1.0, 0.0, {joint.name}
+        while joint.mimic is not None:
+            master, multiplier, mimic_offset = joint.mimic
+            if master not in by_name:
+                raise RobotModelError(
+                    f"urdf: joint '{joint.name}' mimics '{master}', which is not a movable "
+                    "joint of this (sub-)tree")
+            if master in seen:
+                raise RobotModelError(f"urdf: mimic joints form a cycle through '{master}'")
+            seen.add(master)
+            # q_joint = multiplier * q_master + mimic_offset, composed along the chain.
+            offset = scale * mimic_offset + offset
+            scale = scale * multiplier
+            joint = by_name[master]
+        return self._dof_index[joint.name], scale, offset
+
+    def _build_end_effectors(self, links: Sequence[str], local_xforms) -> None:
+        if isinstance(links, str) or not isinstance(links, Sequence):
+            raise RobotModelError("end_effector_links: expected a sequence of link names")
+        if len(links) == 0:
+            raise RobotModelError("end_effector_links: at least one end effector is required")
+        for i, link in enumerate(links):
+            if link not in self._link_frame:
+                raise RobotModelError(
+                    f"end_effector_links[{i}]: unknown link '{link}' (below root "
+                    f"'{self.root_link}'); links: {_preview(self.link_names)}")
+        if len(set(links)) != len(links):
+            raise RobotModelError("end_effector_links: each link may appear only once")
+        if local_xforms is None:
+            local_xforms = [np.eye(4)] * len(links)
+        if len(local_xforms) != len(links):
+            raise RobotModelError(
+                f"end_effector_local_xforms: expected {len(links)} transforms (one per "
+                f"end effector), got {len(local_xforms)}")
+        tcp = np.stack([validate_transform(x, f"end_effector_local_xforms[{i}]",
+                                           error=_model_error)
+                        for i, x in enumerate(local_xforms)])
+        tcp.setflags(write=False)
+        self.end_effector_links = tuple(links)
+        self.end_effector_local_xforms = tcp
+        nodes, fixed = [], []
+        for e, link in enumerate(links):
+            node, link_from_node = self._link_frame[link]
+            nodes.append(node)
+            fixed.append(link_from_node @ tcp[e])
+        self._ee_node = np.array(nodes, dtype=np.int64)
+        self._ee_fixed = np.stack(fixed)
+        self._ee_fixed.setflags(write=False)
+        # Nodes needed for the TCPs: ancestors of every EE node, in tree order.
+        needed = set()
+        for node in nodes:
+            while node >= 0 and node not in needed:
+                needed.add(node)
+                node = int(self._node_parent[node])
+        self._ee_chain_nodes = tuple(sorted(needed))
+        self._all_nodes = tuple(range(len(self._node_parent)))
+
+    # ------------------------------------------------------------- properties
+    @property
+    def num_dofs(self) -> int:
+        """D, the number of joint coordinates."""
+        return len(self.joint_names)
+
+    @property
+    def num_end_effectors(self) -> int:
+        """E, the number of end effectors."""
+        return len(self.end_effector_links)
+
+    @property
+    def joint_q(self) -> np.ndarray:
+        """(D,) float32 joint coordinates (rad / m); modify in place or assign."""
+        return self._joint_q
+
+    @joint_q.setter
+    def joint_q(self, values) -> None:
+        values = np.asarray(values)
+        if values.shape != (self.num_dofs,):
+            raise InputValidationError("joint_q", f"expected shape ({self.num_dofs},), "
+                                                  f"got {values.shape}")
+        self._joint_q[:] = values
+
+    def dof_id(self, name: str) -> int:
+        """Index of joint ``name`` in ``joint_q``.
+
+        Raises:
+            InputValidationError: unknown or mimic joint (the message lists the joints).
+        """
+        try:
+            return self._dof_index[name]
+        except (KeyError, TypeError):
+            hint = " (a mimic joint: it follows its master)" if name in self.mimic_joints else ""
+            raise InputValidationError(
+                "joint name", f"unknown joint '{name}'{hint}; joints: {list(self.joint_names)}"
+            ) from None
+
+    # ---------------------------------------------------------------- FK
+    def _node_frames(self, q: np.ndarray, nodes: Sequence[int], root: np.ndarray):
+        """Frames of ``nodes`` for a batch of states.
+
+        Args:
+            q: (N, D) float64 joint coordinates.
+            nodes: node indices in tree order (parents first).
+            root: (4, 4) root link -> world.
+        Returns:
+            dicts node -> (N, 3, 3) rotation, node -> (N, 3) position (world frame).
+        """
+        rot: Dict[int, np.ndarray] = {}
+        pos: Dict[int, np.ndarray] = {}
+        root_r, root_p = root[:3, :3], root[:3, 3]
+        for k in nodes:
+            parent = self._node_parent[k]
+            r_p, p_p = (root_r, root_p) if parent < 0 else (rot[parent], pos[parent])
+            value = q[:, self._node_dof[k]]
+            if self._node_scale[k] != 1.0 or self._node_offset[k] != 0.0:
+                value = value * self._node_scale[k] + self._node_offset[k]
+            if self._node_type[k] == _REVOLUTE:
+                outer = self._node_rot_outer[k]
+                local_r = (outer + np.cos(value)[:, None, None] * (self._node_rot[k] - outer)
+                           + np.sin(value)[:, None, None] * self._node_rot_cross[k])
+                rot[k] = r_p @ local_r
+                pos[k] = p_p + r_p @ self._node_pos[k]
+            else:
+                local_p = self._node_pos[k] + value[:, None] * self._node_axis_parent[k]
+                rot[k] = np.broadcast_to(r_p @ self._node_rot[k], (len(q), 3, 3))
+                pos[k] = p_p + (r_p @ local_p[:, :, None])[:, :, 0]
+        return rot, pos
+
+    def _as_batch(self, q) -> Tuple[np.ndarray, tuple]:
+        q = np.asarray(q, dtype=np.float64)
+        if q.ndim == 0 or q.shape[-1] != self.num_dofs:
+            raise InputValidationError("q", f"last dimension must be D={self.num_dofs}, "
+                                            f"got shape {q.shape}")
+        return q.reshape(-1, self.num_dofs), q.shape[:-1]
+
+    def tcp_poses(self, q, root_world_xform=None) -> Tuple[np.ndarray, np.ndarray]:
+        """Batched TCP world poses.
+
+        Args:
+            q: (..., D) joint coordinates (rad / m).
+            root_world_xform: (4, 4) root -> world; default the model's.
+        Returns:
+            rotations (..., E, 3, 3) and positions (..., E, 3), world frame, metres.
+        """
+        flat, lead = self._as_batch(q)
+        root = self.root_world_xform if root_world_xform is None else root_world_xform
+        rot, pos = self._node_frames(flat, self._ee_chain_nodes, root)
+        n = len(flat)
+        out_r = np.empty((n, self.num_end_effectors, 3, 3))
+        out_p = np.empty((n, self.num_end_effectors, 3))
+        for e, node in enumerate(self._ee_node):
+            fixed = self._ee_fixed[e]
+            r_n, p_n = (root[:3, :3], root[:3, 3]) if node < 0 else (rot[node], pos[node])
+            out_r[:, e] = r_n @ fixed[:3, :3]
+            out_p[:, e] = p_n + r_n @ fixed[:3, 3]
+        return (out_r.reshape(lead + (self.num_end_effectors, 3, 3)),
+                out_p.reshape(lead + (self.num_end_effectors, 3)))
+
+    def tcp_transforms(self, q, root_world_xform=None) -> np.ndarray:
+        """Batched TCP world transforms (..., E, 4, 4) for joint states (..., D)."""
+        rot, pos = self.tcp_poses(q, root_world_xform)
+        out = np.zeros(rot.shape[:-2] + (4, 4))
+        out[..., :3, :3] = rot
+        out[..., :3, 3] = pos
+        out[..., 3, 3] = 1.0
+        return out
+
+    def link_transforms(self, q, link_names: Sequence[str], root_world_xform=None) -> np.ndarray:
+        """Batched world transforms (..., L, 4, 4) of ``link_names`` for states (..., D)."""
+        for name in link_names:
+            if name not in self._link_frame:
+                raise InputValidationError(
+                    "link name", f"unknown link '{name}'; links: {_preview(self.link_names)}")
+        flat, lead = self._as_batch(q)
+        root = self.root_world_xform if root_world_xform is None else root_world_xform
+        rot, pos = self._node_frames(flat, self._all_nodes, root)
+        out = np.zeros((len(flat), len(link_names), 4, 4))
+        out[..., 3, 3] = 1.0
+        for i, name in enumerate(link_names):
+            node, fixed = self._link_frame[name]
+            r_n, p_n = (root[:3, :3], root[:3, 3]) if node < 0 else (rot[node], pos[node])
+            out[:, i, :3, :3] = r_n @ fixed[:3, :3]
+            out[:, i, :3, 3] = p_n + r_n @ fixed[:3, 3]
+        return out.reshape(lead + (len(link_names), 4, 4))
+
+    def update_fk(self) -> None:
+        """Recompute every link and TCP world transform from ``joint_q``."""
+        q = self._joint_q.astype(np.float64)[None]
+        with np.errstate(over="ignore", invalid="ignore"):  # a broken model shows as inf/NaN
+            links = self.link_transforms(q, self.link_names)[0]
+        self._link_cache = {name: links[i] for i, name in enumerate(self.link_names)}
+        for xform in self._link_cache.values():
+            xform.setflags(write=False)
+            self._tcp_cache = self.tcp_transforms(q)[0]
+        self._tcp_cache.setflags(write=False)
+
+    @property
+    def tcp_world_xforms(self) -> np.ndarray:
+        """(E, 4, 4) TCP world transforms as of the last :meth:`update_fk`."""
+        return self._tcp_cache
+
+    def link_world_xform(self, name: str) -> np.ndarray:
+        """(4, 4) world transform of link ``name`` as of the last :meth:`update_fk`."""
+        try:
+            return self._link_cache[name]
+        except KeyError:
+            raise InputValidationError(
+                "link name", f"unknown link '{name}'; links: {_preview(self.link_names)}") from None
+
+    def __repr__(self) -> str:
+        return (f"RobotKinematics('{self.robot_name}', root='{self.root_link}', "
+                f"D={self.num_dofs}, end_effectors={list(self.end_effector_links)})")
+
+
+def _preview(names: Sequence[str], limit: int = 30) -> str:
+    names = list(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")

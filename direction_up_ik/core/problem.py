@@ -1,0 +1,193 @@
+"""Validate a solve request and turn it into arrays (the "build" half of build-then-solve).
+
+:func:`build_problem` checks every input rule of spec sections 2, 3 and 6 and
+returns an :class:`IKProblem`: plain, read-only numpy arrays over B candidates and
+E targets per candidate that :mod:`.solver` iterates on. Nothing here iterates.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from .errors import (CandidateStructureError, InputTypeError, InputValidationError,
+                     JointLimitError, LocalAxisConfigurationError, UnsupportedDeviceError)
+from .kinematics import RobotKinematics, validate_transform
+from .settings import SolverSettings
+from .targets import DirectionUpTarget
+
+SUPPORTED_DEVICES = ("cpu",)
+
+
+@dataclass(frozen=True)
+class IKProblem:
+    """A validated batch problem.
+
+    Attributes:
+        robot: the model (only read).
+        settings: validated solver settings.
+        active: (A,) int64 joint coordinate indices that may move.
+        q_initial: (D,) float64 the robot's joint state at call time (float32 values).
+        ee_ids: (E,) int64 robot end-effector index of each target slot.
+        local_direction, local_up: (E, 3) TCP axes of each slot (unit, perpendicular).
+        target_position: (B, E, 3) metres, world.
+        target_direction, target_up: (B, E, 3) unit world axes (arbitrary unit
+            placeholders where the mode leaves them unconstrained).
+        has_direction, has_up: (B, E) bool, which rotation parts are constrained.
+        root_world_xform: (4, 4) root -> world used by this solve.
+    """
+
+    robot: RobotKinematics
+    settings: SolverSettings
+    active: np.ndarray
+    q_initial: np.ndarray
+    ee_ids: np.ndarray
+    local_direction: np.ndarray
+    local_up: np.ndarray
+    target_position: np.ndarray
+    target_direction: np.ndarray
+    target_up: np.ndarray
+    has_direction: np.ndarray
+    has_up: np.ndarray
+    root_world_xform: np.ndarray
+
+    @property
+    def num_candidates(self) -> int:
+        return int(self.target_position.shape[0])
+
+    @property
+    def num_targets(self) -> int:
+        return int(self.target_position.shape[1])
+
+
+def _check_candidates(robot: RobotKinematics, candidates) -> Tuple[Tuple[DirectionUpTarget, ...], ...]:
+    if isinstance(candidates, (str, bytes, DirectionUpTarget)) or not isinstance(candidates, Sequence):
+        raise InputTypeError("candidates", "expected a sequence of candidates, each a sequence of "
+                                           "DirectionUpTarget, e.g. ((target,),)")
+    if len(candidates) == 0:
+        raise InputValidationError("candidates", "must contain at least one candidate")
+    out = []
+    for b, candidate in enumerate(candidates):
+        if isinstance(candidate, (str, bytes, DirectionUpTarget)) or not isinstance(candidate, Sequence):
+            raise InputTypeError("candidates", "each candidate must be a sequence of "
+                                               "DirectionUpTarget", candidate=b)
+        if len(candidate) == 0:
+            raise InputValidationError("candidates", "a candidate must contain at least one target",
+                                       candidate=b)
+        for e, target in enumerate(candidate):
+            if not isinstance(target, DirectionUpTarget):
+                raise InputTypeError("target", f"expected DirectionUpTarget, got "
+                                               f"{type(target).__name__}", candidate=b, target=e)
+            if target.ee_id >= robot.num_end_effectors:
+                raise InputValidationError(
+                    "ee_id", f"{target.ee_id} is not an end effector of the robot (valid: 0.."
+                             f"{robot.num_end_effectors - 1}: {list(robot.end_effector_links)})",
+                    candidate=b, target=e)
+        ids = [t.ee_id for t in candidate]
+        if len(set(ids)) != len(ids):
+            raise CandidateStructureError("ee_id", f"EE ids must be unique within a candidate, got {ids}",
+                                          candidate=b)
+        first = out[0] if out else candidate
+        if len(candidate) != len(first):
+            raise CandidateStructureError(
+                "candidates", f"has {len(candidate)} targets but candidate 0 has {len(first)}; all "
+                              "candidates must use the same number of end effectors", candidate=b)
+        for e, (target, reference) in enumerate(zip(candidate, first)):
+            if target.ee_id != reference.ee_id:
+                raise CandidateStructureError(
+                    "ee_id", f"is {target.ee_id} but candidate 0 has {reference.ee_id} here; all "
+                             "candidates must use the same end-effector order", candidate=b, target=e)
+            if not target.same_local_axes(reference):
+                raise LocalAxisConfigurationError(
+                    "local_direction/local_up", "differs from candidate 0; all candidates must use "
+                                                "the same local axis definition", candidate=b, target=e)
+        out.append(tuple(candidate))
+    return tuple(out)
+
+
+def _check_active(robot: RobotKinematics, active_dof_ids) -> np.ndarray:
+    d = robot.num_dofs
+    if active_dof_ids is None:
+        return np.arange(d, dtype=np.int64)
+    if isinstance(active_dof_ids, (str, bytes)) or not hasattr(active_dof_ids, "__iter__"):
+        raise InputTypeError("active_dof_ids", "expected None or a tuple of joint coordinate indices")
+    ids = list(active_dof_ids)
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, (numbers.Integral, np.integer)):
+            raise InputTypeError("active_dof_ids", f"entries must be integers, got {i!r}")
+        if not 0 <= i < d:
+            raise InputValidationError("active_dof_ids", f"index {i} is outside 0..{d - 1} "
+                                                         f"(joints: {list(robot.joint_names)})")
+    if len(set(ids)) != len(ids):
+        raise InputValidationError("active_dof_ids", f"indices must be unique, got {ids}")
+    out = np.array(sorted(int(i) for i in ids), dtype=np.int64)
+    return out
+
+
+def _check_initial_state(robot: RobotKinematics, active: np.ndarray) -> np.ndarray:
+    q = np.array(robot.joint_q, dtype=np.float64)
+    bad = ~np.isfinite(q)
+    if np.any(bad):
+        name = robot.joint_names[int(np.flatnonzero(bad)[0])]
+        raise InputValidationError("robot.joint_q", f"joint '{name}' is not finite")
+    for i in active:
+        lo, hi = robot.lower_limits[i], robot.upper_limits[i]
+        # A float32 joint state can sit one float32 step beyond a float64 limit.
+        slack_lo = np.spacing(np.float32(lo)) if np.isfinite(lo) else 0.0
+        slack_hi = np.spacing(np.float32(hi)) if np.isfinite(hi) else 0.0
+        if q[i] < lo - slack_lo or q[i] > hi + slack_hi:
+            raise JointLimitError(robot.joint_names[i], float(q[i]), float(lo), float(hi))
+    return q
+
+
+def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu",
+                  root_world_xform=None, settings: Optional[SolverSettings] = None) -> IKProblem:
+    """Validate a request and pack it into an :class:`IKProblem`.
+
+    Raises:
+        InputValidationError (and subclasses), InputTypeError: see spec section 6.
+    """
+    if not isinstance(robot, RobotKinematics):
+        raise InputTypeError("robot", f"expected RobotKinematics, got {type(robot).__name__}")
+    if not isinstance(device, str) or device not in SUPPORTED_DEVICES:
+        raise UnsupportedDeviceError("device", f"unsupported device {device!r}; this solver runs on "
+                                               f"{list(SUPPORTED_DEVICES)} only")
+    if not isinstance(settings, SolverSettings):
+        raise InputTypeError("settings", "expected SolverSettings")
+    root = robot.root_world_xform if root_world_xform is None else \
+        validate_transform(root_world_xform, "root_world_xform")
+    cands = _check_candidates(robot, candidates)
+    active = _check_active(robot, active_dof_ids)
+    q_initial = _check_initial_state(robot, active)
+
+    b, e = len(cands), len(cands[0])
+    position = np.empty((b, e, 3))
+    direction = np.zeros((b, e, 3))
+    up = np.zeros((b, e, 3))
+    direction[..., 0] = 1.0  # unit placeholders keep unconstrained parts finite
+    up[..., 1] = 1.0
+    has_direction = np.zeros((b, e), dtype=bool)
+    has_up = np.zeros((b, e), dtype=bool)
+    for i, candidate in enumerate(cands):
+        for k, target in enumerate(candidate):
+            position[i, k] = target.position_world
+            if target.direction_world is not None:
+                direction[i, k] = target.direction_world
+                has_direction[i, k] = True
+            if target.up_world is not None:
+                up[i, k] = target.up_world
+                has_up[i, k] = True
+    first = cands[0]
+    arrays = dict(
+        active=active, q_initial=q_initial,
+        ee_ids=np.array([t.ee_id for t in first], dtype=np.int64),
+        local_direction=np.stack([t.local_direction for t in first]),
+        local_up=np.stack([t.local_up for t in first]),
+        target_position=position, target_direction=direction, target_up=up,
+        has_direction=has_direction, has_up=has_up, root_world_xform=root)
+    for value in arrays.values():
+        value.setflags(write=False)
+    return IKProblem(robot=robot, settings=settings, **arrays)

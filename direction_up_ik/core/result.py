@@ -1,0 +1,59 @@
+"""The result of a batch solve (spec section 4, plus diagnostics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+#: Values of :attr:`IKBatchResult.stop_reason`.
+STOP_CONVERGED = "converged"              # every EE met the tolerances
+STOP_NO_ACCEPTABLE_STEP = "no_acceptable_step"  # no step scale lowered the residual within the guard
+STOP_STEP_TOO_SMALL = "step_too_small"    # the capped joint step fell below MIN_STEP_NORM
+STOP_MAX_ITERS = "max_iters"              # iteration budget used up
+STOP_NO_ACTIVE_JOINTS = "no_active_joints"  # nothing to move and tolerances not met
+
+
+@dataclass(frozen=True)
+class IKBatchResult:
+    """Outcome of one call over B candidates with E targets each, D joint coordinates.
+
+    Spec fields:
+        joint_q: float32 (B, D) final joint coordinates of each candidate.
+        success: int32 (B,) 1 when every EE meets the position and angle tolerances.
+        cost: float64 (B,) sum of squared active-joint changes from the initial
+            state for successful candidates, +inf for failed ones.
+        best_index: index of the least-cost successful candidate, None when none.
+
+    Diagnostics (unweighted, at the returned ``joint_q``):
+        position_error: float64 (B, E) metres.
+        direction_error: float64 (B, E) radians; NaN for position-only targets.
+        up_error: float64 (B, E) radians, after aligning Direction; NaN unless full.
+        iterations: int32 (B,) accepted steps per candidate.
+        stop_reason: (B,) strings, see the ``STOP_*`` constants of this module.
+        active_dof_ids: the joint coordinate indices the solver could move.
+        device: always "cpu".
+    """
+
+    joint_q: np.ndarray
+    success: np.ndarray
+    cost: np.ndarray
+    best_index: Optional[int]
+    position_error: np.ndarray
+    direction_error: np.ndarray
+    up_error: np.ndarray
+    iterations: np.ndarray
+    stop_reason: Tuple[str, ...]
+    active_dof_ids: Tuple[int, ...]
+    device: str = "cpu"
+
+    @property
+    def num_candidates(self) -> int:
+        """B."""
+        return int(self.joint_q.shape[0])
+
+    @property
+    def best_joint_q(self) -> Optional[np.ndarray]:
+        """(D,) float32 joints of the chosen candidate, or None."""
+        return None if self.best_index is None else self.joint_q[self.best_index]

@@ -1,0 +1,122 @@
+"""Small, batched rotation helpers (numpy only).
+
+All functions accept arrays with arbitrary leading batch dimensions ``(...)``
+and work in float64. Angles are radians.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Below this |a x b| the two unit axes are treated as parallel/opposite.
+_PARALLEL_EPS = 1e-12
+
+
+def rpy_to_matrix(rpy) -> np.ndarray:
+    """URDF roll/pitch/yaw (fixed axes X, Y, Z) -> rotation matrix (3, 3).
+
+    ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)``.
+    """
+    r, p, y = (float(v) for v in rpy)
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
+
+
+def matrix_to_rpy(rotation: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`rpy_to_matrix` for one (3, 3) matrix -> (3,) roll, pitch, yaw."""
+    r = np.asarray(rotation, dtype=np.float64)
+    pitch = np.arctan2(-r[2, 0], np.hypot(r[0, 0], r[1, 0]))
+    if np.hypot(r[0, 0], r[1, 0]) < 1e-12:  # gimbal lock: put all of it in roll
+        return np.array([np.arctan2(-r[1, 2], r[1, 1]), pitch, 0.0])
+    return np.array([np.arctan2(r[2, 1], r[2, 2]), pitch, np.arctan2(r[1, 0], r[0, 0])])
+
+
+def make_transform(rotation=None, translation=None) -> np.ndarray:
+    """Homogeneous transform (4, 4) from a (3, 3) rotation and a (3,) translation."""
+    t = np.eye(4)
+    if rotation is not None:
+        t[:3, :3] = rotation
+    if translation is not None:
+        t[:3, 3] = translation
+    return t
+
+
+def skew(v: np.ndarray) -> np.ndarray:
+    """Cross-product matrix of one (3,) vector, so that ``skew(a) @ b == cross(a, b)``."""
+    x, y, z = v
+    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+
+
+def orthogonal_unit(v: np.ndarray) -> np.ndarray:
+    """A deterministic unit vector orthogonal to each unit vector ``v`` (..., 3).
+
+    Crosses ``v`` with the world axis it is least aligned with (lowest index on
+    ties), so the same input always gives the same axis.
+    """
+    v = np.asarray(v, dtype=np.float64)
+    k = np.argmin(np.abs(v), axis=-1)
+    basis = np.eye(3)[k]
+    w = np.cross(v, basis)
+    return w / np.linalg.norm(w, axis=-1, keepdims=True)
+
+
+def axis_error(current: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Rotation vector taking unit axis ``target`` onto unit axis ``current``.
+
+    The sign convention matches ``e_position = current - target``. Its length is
+    the angle between the axes in [0, pi] (radians). For opposite axes the
+    rotation axis is :func:`orthogonal_unit` of ``target`` (spec section 5.2).
+
+    Args:
+        current, target: (..., 3) unit vectors.
+    Returns:
+        (..., 3) rotation vectors, radians.
+    """
+    v = np.cross(target, current)
+    s = np.linalg.norm(v, axis=-1)
+    c = np.sum(target * current, axis=-1)
+    angle = np.arctan2(s, c)
+    small = s < _PARALLEL_EPS
+    # angle / s -> 1 as s -> 0 with c > 0, so the small-angle branch is v itself.
+    scale = np.where(small, 1.0, angle / np.where(small, 1.0, s))
+    out = v * scale[..., None]
+    opposite = small & (c < 0.0)
+    if np.any(opposite):
+        out[opposite] = np.pi * orthogonal_unit(target[opposite] if target.ndim > 1
+                                                else target)
+    return out
+
+
+def align_vector(v: np.ndarray, current: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Apply the smallest rotation taking unit ``current`` onto unit ``target`` to ``v``.
+
+    This is ``R_align @ v`` of spec section 5.2. Opposite axes use a rotation by pi
+    about :func:`orthogonal_unit` of ``target`` (the axis :func:`axis_error` uses).
+
+    Args:
+        v, current, target: (..., 3); ``current`` and ``target`` unit vectors.
+    Returns:
+        (..., 3) rotated vectors.
+    """
+    axis = np.cross(current, target)
+    # 1 + cos computed as |a + b|^2 / 2 keeps its relative accuracy near -1.
+    one_plus_cos = 0.5 * np.sum((current + target) ** 2, axis=-1)
+    opposite = one_plus_cos < _PARALLEL_EPS
+    safe = np.where(opposite, 1.0, one_plus_cos)
+    # Rodrigues for unit axes: R v = v + k x v + k x (k x v) / (1 + cos), k = a x b.
+    kxv = np.cross(axis, v)
+    out = v + kxv + np.cross(axis, kxv) / safe[..., None]
+    if np.any(opposite):
+        n = orthogonal_unit(target[opposite] if target.ndim > 1 else target)
+        vo = v[opposite] if v.ndim > 1 else v
+        out[opposite] = 2.0 * np.sum(n * vo, axis=-1, keepdims=True) * n - vo
+    return out
+
+
+def normalize(v: np.ndarray) -> np.ndarray:
+    """Unit vectors of (..., 3) non-zero vectors."""
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)

@@ -1,0 +1,79 @@
+"""Solver settings: the one schema of the spec's parameters (spec section 3).
+
+:class:`SolverSettings` is frozen and validates itself on construction, so
+every adapter (function keywords, ROS parameters, kinematics.yaml) converts its
+input into one and gets the same checks and the same messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputTypeError, InputValidationError
+
+#: Finite-difference perturbation of each active joint (rad or m), spec 5.3.
+FD_EPSILON = 1e-4
+#: Step scales tried in order, spec 5.4.
+STEP_SCALES = tuple(0.5 ** k for k in range(8))  # 1, 1/2, ..., 1/128
+#: A capped joint step shorter than this (norm, rad/m) stops the candidate.
+MIN_STEP_NORM = 1e-8
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Parameters of :func:`robo_solve_ik_direction_up_multi_batch`.
+
+    Attributes:
+        max_position_error: metres; position guard inside the iteration (spec 5.4),
+            not the success tolerance. Required.
+        max_iters: iterations per candidate, positive integer.
+        position_tol: metres; each EE's position error must be strictly less.
+        frame_tol_rad: radians; each EE's Direction and aligned-Up errors must
+            each be strictly less.
+        position_weight, rotation_weight: weights of the residual components
+            (success is judged on unweighted errors).
+        damping: added to the diagonal of J^T J.
+        max_step_norm: cap on the norm of the whole active-joint step (rad/m).
+    """
+
+    max_position_error: float
+    max_iters: int = 32
+    position_tol: float = 1e-3
+    frame_tol_rad: float = 1e-2
+    position_weight: float = 1.0
+    rotation_weight: float = 1.0
+    damping: float = 1e-3
+    max_step_norm: float = 0.25
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "max_iters":
+                if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+                    raise InputTypeError("max_iters", f"must be a positive integer, got {value!r}")
+                if value < 1:
+                    raise InputValidationError("max_iters", f"must be a positive integer, got {value}")
+                object.__setattr__(self, "max_iters", int(value))
+                continue
+            if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating,
+                                                                 np.integer)):
+                raise InputTypeError(field.name, f"must be a finite positive number, got {value!r}")
+            value = float(value)
+            if not math.isfinite(value) or value <= 0.0:
+                raise InputValidationError(field.name,
+                                           f"must be a finite positive number, got {value!r}")
+            object.__setattr__(self, field.name, value)
+
+    def replace(self, **changes) -> "SolverSettings":
+        """A copy with ``changes`` applied (and validated)."""
+        return dataclasses.replace(self, **changes)
+
+
+def settings_fields() -> tuple:
+    """Names of the :class:`SolverSettings` fields, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(SolverSettings))

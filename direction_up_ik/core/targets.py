@@ -1,0 +1,194 @@
+"""Direction-Up targets (spec section 2).
+
+A target asks the TCP of end effector ``ee_id`` to reach ``position_world`` with
+its local working axis along ``direction_world`` and its local up axis along
+``up_world`` (the up axis fixes the roll about the direction; it is a tool axis,
+not "world up").
+
+Constraint modes, chosen per target (beyond the spec's full mode):
+
+=============  ==============================  ==========================================
+mode           how to ask for it               constrains
+=============  ==============================  ==========================================
+``"full"``     direction_world and up_world    position + direction + roll (full pose)
+``"axis"``     ``up_world=None``               position + direction (roll free, Axis IK)
+``"position"`` both world directions ``None``  position only (rotation free)
+=============  ==============================  ==========================================
+
+Local axes (which TCP axes are the working and up axes):
+
+* both ``local_direction`` and ``local_up`` omitted: +X and +Y;
+* both given as vectors: those vectors;
+* both ``None``: the full TCP convention, +Z working axis, +Y up (+X = Up x Direction);
+* exactly one ``None``: :class:`LocalAxisConfigurationError`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Optional
+
+import numpy as np
+
+from .errors import (DirectionValidationError, InputTypeError, InputValidationError,
+                     LocalAxisConfigurationError)
+
+#: Default local working axis (+X) and up axis (+Y) when both are omitted.
+DEFAULT_LOCAL_DIRECTION = (1.0, 0.0, 0.0)
+DEFAULT_LOCAL_UP = (0.0, 1.0, 0.0)
+#: Full TCP convention, selected by ``local_direction=None, local_up=None``.
+TCP_LOCAL_DIRECTION = (0.0, 0.0, 1.0)
+TCP_LOCAL_UP = (0.0, 1.0, 0.0)
+
+#: Direction and Up closer than this (sine of their angle) count as parallel.
+PARALLEL_SINE_TOL = 1e-6
+
+MODES = ("full", "axis", "position")
+
+
+def as_vector3(value, field: str) -> np.ndarray:
+    """Convert a 3-sequence to a (3,) float64 array of finite numbers.
+
+    Raises:
+        InputTypeError: not a sequence of three real numbers.
+        DirectionValidationError: a component is NaN or infinite.
+    """
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise InputTypeError(field, f"expected a 3-sequence of numbers, got {type(value).__name__}")
+    if len(value) != 3:
+        raise InputTypeError(field, f"expected 3 components, got {len(value)}")
+    for component in value:
+        if isinstance(component, bool) or not isinstance(component, (numbers.Real, np.number)) \
+                or isinstance(component, np.complexfloating):
+            raise InputTypeError(field, f"components must be real numbers, got {component!r}")
+    out = np.array([float(c) for c in value], dtype=np.float64)
+    if not np.all(np.isfinite(out)):
+        raise DirectionValidationError(field, f"every component must be finite, got {out.tolist()}")
+    return out
+
+
+def unit_vector(value, field: str) -> np.ndarray:
+    """(3,) unit vector of a non-zero finite 3-sequence; any length, 1e-308 to 1e308."""
+    v = as_vector3(value, field)
+    scale = np.max(np.abs(v))
+    if scale == 0.0:
+        raise DirectionValidationError(field, "must be a non-zero vector")
+    v = v / scale  # rescale first so tiny or huge inputs neither underflow nor overflow
+    return v / np.linalg.norm(v)
+
+
+def orthonormal_pair(direction, up, direction_field: str, up_field: str):
+    """Normalise ``direction`` and project ``up`` onto its perpendicular plane (spec 5.1).
+
+    Returns:
+        (d, u): (3,) unit vectors, ``u`` perpendicular to ``d``.
+    Raises:
+        DirectionValidationError: zero, non-finite, parallel or anti-parallel inputs.
+    """
+    d = unit_vector(direction, direction_field)
+    u0 = unit_vector(up, up_field)
+    if np.linalg.norm(np.cross(d, u0)) < PARALLEL_SINE_TOL:
+        raise DirectionValidationError(
+            f"{direction_field}/{up_field}",
+            "Direction and Up must not be parallel or anti-parallel")
+    u = u0 - np.dot(u0, d) * d
+    u = u / np.linalg.norm(u)
+    x = np.cross(u, d)
+    x = x / np.linalg.norm(x)
+    return d, np.cross(d, x)
+
+
+def frame_from_pair(d: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``F = [d | cross(u, d) | u]`` (3, 3), columns, for an orthonormal pair."""
+    return np.column_stack([d, np.cross(u, d), u])
+
+
+def _readonly(a: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    if a is not None:
+        a.setflags(write=False)
+    return a
+
+
+class DirectionUpTarget:
+    """One end-effector target. Immutable once built; all inputs validated here.
+
+    Args:
+        ee_id: end-effector index (0-based) of the robot model.
+        position_world: (3,) metres, world frame; the TCP origin's goal.
+        direction_world: (3,) any non-zero length, world frame; goal of the
+            local working axis. ``None`` (with ``up_world=None``) = position only.
+        up_world: (3,) any non-zero length, not parallel to ``direction_world``;
+            goal of the local up axis. ``None`` = axis mode (roll free).
+        local_direction, local_up: (3,) TCP-frame axes, both vectors or both
+            ``None`` (full TCP convention +Z/+Y); default +X/+Y.
+
+    Attributes (normalised, read-only arrays):
+        position_world; direction_world (unit) or None; up_world (unit, made
+        perpendicular to the direction) or None; local_direction, local_up (the
+        resolved TCP axes, unit and perpendicular); mode ("full", "axis",
+        "position"); uses_tcp_convention (both local fields were None).
+    """
+
+    __slots__ = ("ee_id", "position_world", "direction_world", "up_world", "local_direction",
+                 "local_up", "mode", "uses_tcp_convention")
+
+    def __init__(self, ee_id, position_world, direction_world, up_world,
+                 local_direction=DEFAULT_LOCAL_DIRECTION, local_up=DEFAULT_LOCAL_UP) -> None:
+        if isinstance(ee_id, bool) or not isinstance(ee_id, (numbers.Integral, np.integer)):
+            raise InputTypeError("ee_id", f"must be an integer, got {ee_id!r}")
+        if ee_id < 0:
+            raise InputValidationError("ee_id", f"must be >= 0, got {ee_id}")
+        if (local_direction is None) != (local_up is None):
+            raise LocalAxisConfigurationError(
+                "local_direction/local_up",
+                "give both local fields as vectors or both as None (full TCP convention); "
+                "exactly one of them is None")
+        tcp = local_direction is None
+        ld, lu = orthonormal_pair(TCP_LOCAL_DIRECTION if tcp else local_direction,
+                                  TCP_LOCAL_UP if tcp else local_up,
+                                  "local_direction", "local_up")
+        position = as_vector3(position_world, "position_world")
+        if direction_world is None:
+            if up_world is not None:
+                raise DirectionValidationError(
+                    "direction_world", "is None but up_world is given; an Up needs a Direction "
+                                       "(use up_world=None too for a position-only target)")
+            mode, d, u = "position", None, None
+        elif up_world is None:
+            mode, d, u = "axis", unit_vector(direction_world, "direction_world"), None
+        else:
+            mode = "full"
+            d, u = orthonormal_pair(direction_world, up_world, "direction_world", "up_world")
+        set_ = object.__setattr__
+        set_(self, "ee_id", int(ee_id))
+        set_(self, "position_world", _readonly(position))
+        set_(self, "direction_world", _readonly(d))
+        set_(self, "up_world", _readonly(u))
+        set_(self, "local_direction", _readonly(ld))
+        set_(self, "local_up", _readonly(lu))
+        set_(self, "mode", mode)
+        set_(self, "uses_tcp_convention", tcp)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("DirectionUpTarget is immutable")
+
+    @property
+    def rotation_world(self) -> Optional[np.ndarray]:
+        """(3, 3) target TCP rotation ``F_world @ F_local.T`` (spec 5.1); None unless full."""
+        if self.mode != "full":
+            return None
+        return (frame_from_pair(self.direction_world, self.up_world)
+                @ frame_from_pair(self.local_direction, self.local_up).T)
+
+    def same_local_axes(self, other: "DirectionUpTarget") -> bool:
+        """True when ``other`` maps Direction/Up to the same TCP axes."""
+        return (np.allclose(self.local_direction, other.local_direction, rtol=0, atol=1e-12)
+                and np.allclose(self.local_up, other.local_up, rtol=0, atol=1e-12))
+
+    def __repr__(self) -> str:
+        def fmt(v):
+            return None if v is None else tuple(round(float(x), 6) for x in v)
+        return (f"DirectionUpTarget(ee_id={self.ee_id}, mode={self.mode!r}, "
+                f"position_world={fmt(self.position_world)}, "
+                f"direction_world={fmt(self.direction_world)}, up_world={fmt(self.up_world)}, "
+                f"local_direction={fmt(self.local_direction)}, local_up={fmt(self.local_up)})")

@@ -1,0 +1,352 @@
+"""The batch solver against every rule of spec sections 3-6."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+from direction_up_ik import (CandidateStructureError, DirectionUpTarget, InputTypeError,
+                             InputValidationError, JointLimitError, LocalAxisConfigurationError,
+                             RobotKinematics, UnsupportedDeviceError,
+                             robo_solve_ik_direction_up_multi_batch as solve)
+from direction_up_ik.core import result as res
+
+from helpers import mid_range, random_in_limits, targets_at
+
+MPE = 0.03  # max_position_error used where a test does not care
+
+
+def _line_robot(length_a=0.25, length_b=0.25):
+    """Planar 2-link arm about z, exact binary lengths: TCP at (a+b, 0, 0) for q = 0."""
+    urdf = f"""<robot name='planar2'><link name='base'/><link name='l1'/><link name='l2'/><link name='tip'/>
+      <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
+        <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+      <joint name='j2' type='revolute'><parent link='l1'/><child link='l2'/><origin xyz='{length_a} 0 0'/>
+        <axis xyz='0 0 1'/><limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+      <joint name='tipj' type='fixed'><parent link='l2'/><child link='tip'/><origin xyz='{length_b} 0 0'/></joint>
+    </robot>"""
+    return RobotKinematics.from_urdf(urdf, ["tip"])
+
+
+def test_signature_defaults_are_the_spec_defaults():
+    params = inspect.signature(solve).parameters
+    expected = dict(active_dof_ids=None, device="cpu", root_world_xform=None, max_iters=32,
+                    position_tol=1e-3, frame_tol_rad=1e-2, position_weight=1.0,
+                    rotation_weight=1.0, damping=1e-3, max_step_norm=0.25)
+    for name, value in expected.items():
+        assert params[name].default == value, name
+    assert params["max_position_error"].default is inspect.Parameter.empty
+    assert params["max_position_error"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_max_position_error_is_required(panda):
+    with pytest.raises(TypeError, match="max_position_error"):
+        solve(panda, (targets_at(panda, mid_range(panda)),))
+
+
+def test_reachable_targets_succeed_and_pass_an_independent_check(panda):
+    pin = pytest.importorskip("pinocchio", reason="independent FK check needs Pinocchio (dev dependency)")
+    from direction_up_ik.robots import bundled_robot
+    rng = np.random.default_rng(5)
+    start = mid_range(panda)
+    panda.joint_q[:] = start
+    goals = np.clip(start + rng.uniform(-0.6, 0.6, size=(40, 7)), panda.lower_limits, panda.upper_limits)
+    result = solve(panda, [targets_at(panda, g) for g in goals], max_position_error=MPE)
+    assert result.success.mean() > 0.9
+    model = pin.buildModelFromUrdf(str(bundled_robot("panda_like").urdf_path()))
+    data = model.createData()
+    hand = model.getFrameId("panda_hand")
+    for i in np.flatnonzero(result.success):
+        q = result.joint_q[i].astype(np.float64)
+        assert np.all(q >= panda.lower_limits) and np.all(q <= panda.upper_limits)
+        pin.framesForwardKinematics(model, data, q)
+        tcp = data.oMf[hand].homogeneous @ panda.end_effector_local_xforms[0]
+        goal = panda.tcp_transforms(goals[i])[0]
+        assert np.linalg.norm(tcp[:3, 3] - goal[:3, 3]) < 1e-3
+        for axis in (2, 1):  # Direction = +Z, Up = +Y in the TCP convention
+            angle = np.arccos(np.clip(tcp[:3, axis] @ goal[:3, axis], -1, 1))
+            assert angle < 1e-2
+        assert result.stop_reason[i] == res.STOP_CONVERGED
+    assert np.all(result.iterations <= 32)
+
+
+def test_result_types_shapes_and_robot_not_written(dual_arm):
+    dual_arm.joint_q[:] = mid_range(dual_arm)
+    dual_arm.update_fk()
+    before_q, before_tcp = dual_arm.joint_q.copy(), dual_arm.tcp_world_xforms.copy()
+    cand = targets_at(dual_arm, mid_range(dual_arm) + 0.05)
+    result = solve(dual_arm, [cand, cand, cand], max_position_error=MPE)
+    assert result.joint_q.dtype == np.float32 and result.joint_q.shape == (3, dual_arm.num_dofs)
+    assert result.success.dtype == np.int32 and result.success.shape == (3,)
+    assert result.cost.dtype == np.float64 and result.cost.shape == (3,)
+    assert result.position_error.shape == (3, 2) and len(result.stop_reason) == 3
+    assert result.device == "cpu"
+    np.testing.assert_array_equal(dual_arm.joint_q, before_q)
+    np.testing.assert_array_equal(dual_arm.tcp_world_xforms, before_tcp)
+
+
+def test_success_is_strictly_below_the_position_tolerance():
+    robot = _line_robot()  # TCP exactly at (0.5, 0, 0); no active joint so nothing moves
+    def run(x, tol):
+        t = DirectionUpTarget(0, (x, 0.0, 0.0), None, None)
+        return solve(robot, ((t,),), active_dof_ids=(), max_position_error=MPE, position_tol=tol)
+    at_tol = run(0.5625, 0.0625)  # error exactly 2**-4
+    assert at_tol.position_error[0, 0] == 0.0625
+    assert at_tol.success[0] == 0 and at_tol.best_index is None and at_tol.cost[0] == np.inf
+    assert at_tol.stop_reason[0] == res.STOP_NO_ACTIVE_JOINTS
+    below = run(0.5625, np.nextafter(0.0625, 1.0))
+    assert below.success[0] == 1 and below.best_index == 0 and below.cost[0] == 0.0
+
+
+def test_success_is_strictly_below_the_frame_tolerance():
+    robot = _line_robot()  # tool +X along world +X at q = 0
+    t = DirectionUpTarget(0, (0.5, 0.0, 0.0), (0.0, 1.0, 0.0), None)  # 90 degrees off, axis mode
+    kwargs = dict(active_dof_ids=(), max_position_error=MPE)
+    at_tol = solve(robot, ((t,),), frame_tol_rad=np.pi / 2, **kwargs)
+    assert at_tol.direction_error[0, 0] == np.pi / 2 and at_tol.success[0] == 0
+    assert np.isnan(at_tol.up_error[0, 0])  # axis mode leaves the roll free
+    assert solve(robot, ((t,),), frame_tol_rad=np.nextafter(np.pi / 2, 4.0), **kwargs).success[0] == 1
+
+
+def test_cost_and_best_index_pick_the_least_joint_motion(panda):
+    start = mid_range(panda)
+    panda.joint_q[:] = start
+    near = start + np.array([0.05, -0.05, 0.05, 0.05, 0, 0.05, 0])
+    far = start + np.array([0.4, -0.3, 0.3, 0.3, 0.2, 0.2, 0.3])
+    unreachable = (DirectionUpTarget(0, (3.0, 0.0, 0.0), (1, 0, 0), (0, 0, 1), None, None),)
+    result = solve(panda, [targets_at(panda, far), unreachable, targets_at(panda, near)],
+                   max_position_error=MPE)
+    np.testing.assert_array_equal(result.success, [1, 0, 1])
+    assert result.cost[1] == np.inf
+    for i in (0, 2):
+        delta = result.joint_q[i].astype(np.float64) - panda.joint_q.astype(np.float64)
+        assert result.cost[i] == pytest.approx(np.sum(delta ** 2), rel=1e-12)
+    assert result.cost[2] < result.cost[0]
+    assert result.best_index == 2
+    np.testing.assert_array_equal(result.best_joint_q, result.joint_q[2])
+
+
+def test_cost_counts_only_active_joints_and_inactive_joints_never_move(dual_arm):
+    start = mid_range(dual_arm).astype(np.float32)
+    start[0] = 0.123456  # lift: inactive, keep exactly
+    dual_arm.joint_q[:] = start
+    goal = start.astype(np.float64) + 0.08
+    goal[0] = 0.2
+    active = tuple(range(1, dual_arm.num_dofs))
+    result = solve(dual_arm, [targets_at(dual_arm, goal)], active_dof_ids=active, max_position_error=MPE)
+    assert result.joint_q[0, 0] == np.float32(0.123456)
+    assert result.active_dof_ids == active
+    if result.success[0]:
+        delta = result.joint_q[0, 1:].astype(np.float64) - start[1:].astype(np.float64)
+        assert result.cost[0] == pytest.approx(np.sum(delta ** 2))
+
+
+def test_initial_active_joint_outside_limits_is_an_error_inactive_is_not(panda):
+    panda.joint_q[:] = mid_range(panda)
+    panda.joint_q[3] = 0.5  # joint 4 upper limit is -0.0698
+    cand = (targets_at(panda, mid_range(panda)),)
+    with pytest.raises(JointLimitError, match="active joint 'panda_joint4' starts at 0.5, outside its "
+                                              "limits \\[-3.0718, -0.0698\\]") as info:
+        solve(panda, cand, max_position_error=MPE)
+    assert info.value.joint == "panda_joint4" and info.value.upper == -0.0698
+    result = solve(panda, cand, active_dof_ids=(0, 1, 2, 4, 5, 6), max_position_error=MPE)
+    assert result.joint_q[0, 3] == np.float32(0.5)
+
+
+def test_returned_joints_stay_within_limits_when_targets_pull_outside(panda):
+    panda.joint_q[:] = mid_range(panda)
+    rng = np.random.default_rng(8)
+    cands = [(DirectionUpTarget(0, rng.uniform(-1.2, 1.2, 3), rng.normal(size=3), (0, 0, 1)),)
+             for _ in range(30)]
+    cands = [c for c in cands if abs(np.dot(c[0].direction_world, (0, 0, 1))) < 0.99]
+    result = solve(panda, cands, max_position_error=0.5, max_step_norm=1.0, damping=1e-6)
+    q = result.joint_q.astype(np.float64)
+    assert np.all(q >= panda.lower_limits) and np.all(q <= panda.upper_limits)
+    assert np.any(np.isclose(q, panda.lower_limits) | np.isclose(q, panda.upper_limits)), \
+        "expected some joints to end on a limit"
+
+
+def test_batch_equals_solving_each_candidate_alone(dual_arm):
+    rng = np.random.default_rng(11)
+    dual_arm.joint_q[:] = mid_range(dual_arm)
+    goals = np.clip(mid_range(dual_arm) + rng.uniform(-0.5, 0.5, size=(6, dual_arm.num_dofs)),
+                    np.where(np.isfinite(dual_arm.lower_limits), dual_arm.lower_limits, -3),
+                    np.where(np.isfinite(dual_arm.upper_limits), dual_arm.upper_limits, 3))
+    cands = [targets_at(dual_arm, g) for g in goals]
+    cands.append((DirectionUpTarget(0, (2, 2, 2), (1, 0, 0), (0, 0, 1), None, None),
+                  DirectionUpTarget(1, (0.4, -0.2, 1.2), (1, 0, 0), None, None, None)))
+    cands[2] = (cands[2][0], DirectionUpTarget(1, cands[2][1].position_world, None, None, None, None))
+    batch = solve(dual_arm, cands, max_position_error=MPE, max_iters=40)
+    assert 0 < batch.success.sum() < len(cands)
+    assert len(set(batch.iterations.tolist())) > 1  # candidates stop at different times
+    for i, cand in enumerate(cands):
+        alone = solve(dual_arm, [cand], max_position_error=MPE, max_iters=40)
+        np.testing.assert_allclose(alone.joint_q[0], batch.joint_q[i], rtol=0, atol=1e-6)
+        assert alone.success[0] == batch.success[i]
+        assert alone.iterations[0] == batch.iterations[i]
+        assert alone.stop_reason[0] == batch.stop_reason[i]
+
+
+def test_position_guard_keeps_the_position_within_max_position_error():
+    # 1 joint, tool +X radial: the position is met at q = 0 but the Direction wants q = pi/2.
+    robot = _line_robot()
+    t = DirectionUpTarget(0, (0.5, 0.0, 0.0), (0.0, 1.0, 0.0), None)
+    kwargs = dict(active_dof_ids=(0,), rotation_weight=10.0, max_iters=50)
+    guarded = solve(robot, ((t,),), max_position_error=0.02, **kwargs)
+    free = solve(robot, ((t,),), max_position_error=10.0, **kwargs)
+    assert guarded.position_error[0, 0] <= 0.02
+    assert guarded.stop_reason[0] in (res.STOP_NO_ACCEPTABLE_STEP, res.STOP_STEP_TOO_SMALL)
+    assert free.position_error[0, 0] > 0.1  # without the guard the rotation wins
+    assert free.joint_q[0, 0] > 5 * guarded.joint_q[0, 0]
+
+
+def test_far_target_is_approached_with_strictly_decreasing_position_error():
+    robot = _line_robot()
+    robot.joint_q[:] = (2.5, 0.0)
+    t = DirectionUpTarget(0, (0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+    errors = [solve(robot, ((t,),), max_position_error=0.01, max_iters=k).position_error[0, 0]
+              for k in range(1, 12)]
+    assert all(b < a for a, b in zip(errors, errors[1:]) if a >= 1e-3)
+    final = solve(robot, ((t,),), max_position_error=0.01, max_iters=64)
+    assert final.success[0] == 1
+
+
+def test_three_link_planar_arm_matches_the_analytic_solution():
+    # Seed 004's 3-link planar arm: L = (0.3, 0.25, 0.15), all joints about z.
+    lengths = (0.3, 0.25, 0.15)
+    urdf = "<robot name='p3'>" + "".join(f"<link name='l{i}'/>" for i in range(5)) + "".join(
+        f"<joint name='j{i}' type='revolute'><parent link='l{i}'/><child link='l{i + 1}'/>"
+        f"<origin xyz='{0 if i == 0 else lengths[i - 1]} 0 0'/><axis xyz='0 0 1'/>"
+        f"<limit lower='-3.1' upper='3.1' effort='1' velocity='1'/></joint>" for i in range(3)) + \
+        f"<joint name='tip' type='fixed'><parent link='l3'/><child link='l4'/><origin xyz='{lengths[2]} 0 0'/>" \
+        "</joint></robot>"
+    robot = RobotKinematics.from_urdf(urdf, ["l4"])
+
+    def analytic(x, y, phi, elbow_up):
+        l1, l2, l3 = lengths
+        xp, yp = x - l3 * np.cos(phi), y - l3 * np.sin(phi)
+        c2 = (xp ** 2 + yp ** 2 - l1 ** 2 - l2 ** 2) / (2 * l1 * l2)
+        t2 = np.arccos(np.clip(c2, -1, 1)) * (1 if elbow_up else -1)
+        t1 = np.arctan2(yp, xp) - np.arctan2(l2 * np.sin(t2), l1 + l2 * np.cos(t2))
+        return np.array([t1, t2, phi - t1 - t2])
+
+    x, y, phi = 0.35, 0.25, 0.6
+    t = DirectionUpTarget(0, (x, y, 0.0), (np.cos(phi), np.sin(phi), 0.0), (-np.sin(phi), np.cos(phi), 0.0))
+    for elbow_up in (True, False):
+        expected = analytic(x, y, phi, elbow_up)
+        robot.joint_q[:] = expected + np.array([0.15, -0.15, 0.1])
+        result = solve(robot, ((t,),), max_position_error=MPE, position_tol=1e-6, frame_tol_rad=1e-6,
+                       max_iters=100)
+        assert result.success[0] == 1
+        np.testing.assert_allclose(result.joint_q[0], expected, atol=2e-5)
+
+
+def test_dual_arm_needs_a_joint_solve_when_the_waist_is_shared(dual_arm):
+    start = mid_range(dual_arm)
+    goal = start.copy()
+    goal[1] += 0.35  # the waist turns
+    goal[2:] += 0.1
+    dual_arm.joint_q[:] = start
+    left, right = targets_at(dual_arm, goal)
+    names = dual_arm.joint_names
+    left_ids = tuple(i for i, n in enumerate(names) if not n.startswith("right_"))
+    right_ids = tuple(i for i, n in enumerate(names) if not n.startswith("left_"))
+    kwargs = dict(max_position_error=MPE, max_iters=64)
+
+    joint = solve(dual_arm, [(left, right)], **kwargs)
+    assert joint.success[0] == 1
+    tcp = dual_arm.tcp_transforms(joint.joint_q[0].astype(float))
+    assert np.linalg.norm(tcp[0, :3, 3] - left.position_world) < 1e-3
+    assert np.linalg.norm(tcp[1, :3, 3] - right.position_world) < 1e-3
+
+    # One after the other, each with the shared waist/lift active: the second undoes the first.
+    first = solve(dual_arm, [(left,)], active_dof_ids=left_ids, **kwargs)
+    assert first.success[0] == 1
+    dual_arm.joint_q[:] = first.joint_q[0]
+    second = solve(dual_arm, [(right,)], active_dof_ids=right_ids, **kwargs)
+    assert second.success[0] == 1
+    after = dual_arm.tcp_transforms(second.joint_q[0].astype(float))
+    assert np.linalg.norm(after[0, :3, 3] - left.position_world) > 1e-2, \
+        "the right-arm solve should have moved the shared waist and pulled the left TCP off"
+
+
+def test_axis_and_position_only_targets_mix_in_one_candidate(dual_arm):
+    dual_arm.joint_q[:] = mid_range(dual_arm)
+    goal = mid_range(dual_arm) + 0.1
+    full_left, full_right = targets_at(dual_arm, goal)
+    axis_left = DirectionUpTarget(0, full_left.position_world, full_left.direction_world, None, None, None)
+    pos_right = DirectionUpTarget(1, full_right.position_world, None, None, None, None)
+    result = solve(dual_arm, [(axis_left, pos_right)], max_position_error=MPE)
+    assert result.success[0] == 1
+    assert np.isnan(result.up_error[0, 0]) and np.isnan(result.direction_error[0, 1])
+    tcp = dual_arm.tcp_transforms(result.joint_q[0].astype(float))
+    assert np.arccos(np.clip(tcp[0, :3, 2] @ full_left.direction_world, -1, 1)) < 1e-2
+
+
+def test_numerical_failure_lists_the_candidates():
+    urdf = """<robot name='huge'><link name='a'/><link name='b'/><link name='c'/>
+      <joint name='j' type='revolute'><parent link='a'/><child link='b'/><origin xyz='1e308 0 0'/>
+        <axis xyz='0 0 1'/><limit lower='-1' upper='1' effort='1' velocity='1'/></joint>
+      <joint name='f' type='fixed'><parent link='b'/><child link='c'/><origin xyz='1e308 0 0'/></joint></robot>"""
+    robot = RobotKinematics.from_urdf(urdf, ["c"])
+    t = DirectionUpTarget(0, (0, 0, 0), None, None)
+    with pytest.raises(FloatingPointError, match=r"candidate indices \[0, 1\]"):
+        solve(robot, [(t,), (t,)], max_position_error=MPE)
+
+
+def _valid(robot):
+    return (DirectionUpTarget(0, (0.3, 0.2, 1.0), (1, 0, 0), (0, 0, 1)),
+            DirectionUpTarget(1, (0.3, -0.2, 1.0), (1, 0, 0), (0, 0, 1)))
+
+
+@pytest.mark.parametrize("make,error,pattern", [
+    (lambda r, c: dict(candidates=[]), InputValidationError, "candidates: must contain at least one"),
+    (lambda r, c: dict(candidates=c), InputTypeError, "candidate 0: candidates: each candidate must be"),
+    (lambda r, c: dict(candidates=[()]), InputValidationError, "candidate 0: candidates: a candidate must"),
+    (lambda r, c: dict(candidates=[(c[0], "x")]), InputTypeError,
+     "target 1 of candidate 0: target: expected DirectionUpTarget"),
+    (lambda r, c: dict(candidates=[(DirectionUpTarget(2, (0, 0, 0), None, None),)]), InputValidationError,
+     r"target 0 of candidate 0: ee_id: 2 is not an end effector of the robot \(valid: 0..1"),
+    (lambda r, c: dict(candidates=[(c[0], c[0])]), CandidateStructureError,
+     r"candidate 0: ee_id: EE ids must be unique within a candidate, got \[0, 0\]"),
+    (lambda r, c: dict(candidates=[c, (c[0],)]), CandidateStructureError,
+     "candidate 1: candidates: has 1 targets but candidate 0 has 2"),
+    (lambda r, c: dict(candidates=[c, (c[1], c[0])]), CandidateStructureError,
+     "target 0 of candidate 1: ee_id: is 1 but candidate 0 has 0 here"),
+    (lambda r, c: dict(candidates=[c, (DirectionUpTarget(0, (0, 0, 0), (1, 0, 0), (0, 0, 1), None, None),
+                                        c[1])]), LocalAxisConfigurationError,
+     "target 0 of candidate 1: local_direction/local_up: differs from candidate 0"),
+    (lambda r, c: dict(device="cuda"), UnsupportedDeviceError, "device: unsupported device 'cuda'"),
+    (lambda r, c: dict(max_iters=0), InputValidationError, "max_iters: must be a positive integer, got 0"),
+    (lambda r, c: dict(max_iters=2.5), InputTypeError, "max_iters: must be a positive integer"),
+    (lambda r, c: dict(max_iters=True), InputTypeError, "max_iters: must be a positive integer"),
+    (lambda r, c: dict(position_tol=0.0), InputValidationError, "position_tol: must be a finite positive"),
+    (lambda r, c: dict(frame_tol_rad=-1e-3), InputValidationError, "frame_tol_rad: must be a finite positive"),
+    (lambda r, c: dict(damping=np.nan), InputValidationError, "damping: must be a finite positive"),
+    (lambda r, c: dict(max_step_norm=np.inf), InputValidationError, "max_step_norm: must be a finite positive"),
+    (lambda r, c: dict(position_weight="1"), InputTypeError, "position_weight: must be a finite positive"),
+    (lambda r, c: dict(rotation_weight=0), InputValidationError, "rotation_weight: must be a finite positive"),
+    (lambda r, c: dict(max_position_error=-0.1), InputValidationError, "max_position_error: must be"),
+    (lambda r, c: dict(active_dof_ids=(0, 99)), InputValidationError, "active_dof_ids: index 99 is outside"),
+    (lambda r, c: dict(active_dof_ids=(1, 1)), InputValidationError, "active_dof_ids: indices must be unique"),
+    (lambda r, c: dict(active_dof_ids=(0.5,)), InputTypeError, "active_dof_ids: entries must be integers"),
+    (lambda r, c: dict(active_dof_ids="01"), InputTypeError, "active_dof_ids: expected None or a tuple"),
+    (lambda r, c: dict(root_world_xform=np.ones((3, 3))), InputValidationError,
+     r"root_world_xform: must have shape \(4, 4\)"),
+    (lambda r, c: dict(root_world_xform=np.diag([1.0, 1.0, -1.0, 1.0])), InputValidationError,
+     "root_world_xform: rotation part must be orthonormal"),
+    (lambda r, c: dict(robot="robot"), InputTypeError, "robot: expected RobotKinematics"),
+])
+def test_every_validation_error_names_field_and_rule(dual_arm, make, error, pattern):
+    cand = _valid(dual_arm)
+    kwargs = dict(robot=dual_arm, candidates=[cand], max_position_error=MPE)
+    kwargs.update(make(dual_arm, cand))
+    with pytest.raises(error, match=pattern) as info:
+        solve(**kwargs)
+    assert isinstance(info.value, ValueError)
+
+
+def test_non_finite_initial_joint_state_is_rejected(panda):
+    panda.joint_q[2] = np.nan
+    with pytest.raises(InputValidationError, match="robot.joint_q: joint 'panda_joint3' is not finite"):
+        solve(panda, [targets_at(panda, mid_range(panda))], max_position_error=MPE)

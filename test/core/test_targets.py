@@ -1,0 +1,112 @@
+import numpy as np
+import pytest
+
+from direction_up_ik import (DirectionUpTarget, DirectionValidationError, InputTypeError,
+                             InputValidationError, LocalAxisConfigurationError)
+
+
+def test_both_local_axes_omitted_means_plus_x_and_plus_y():
+    t = DirectionUpTarget(0, (0, 0, 0), (0, 0, 1), (1, 0, 0))
+    np.testing.assert_array_equal(t.local_direction, [1, 0, 0])
+    np.testing.assert_array_equal(t.local_up, [0, 1, 0])
+    assert not t.uses_tcp_convention
+    # local +X -> world +Z and local +Y -> world +X
+    r = t.rotation_world
+    np.testing.assert_allclose(r @ [1, 0, 0], [0, 0, 1], atol=1e-15)
+    np.testing.assert_allclose(r @ [0, 1, 0], [1, 0, 0], atol=1e-15)
+
+
+def test_both_none_selects_the_full_tcp_convention_spec_example():
+    # Spec section 2 example: +Z -> world +X, +Y -> world +Z, hence +X -> world +Y.
+    t = DirectionUpTarget(0, (0.45, -0.2, 0.75), (1, 0, 0), (0, 0, 1), None, None)
+    assert t.uses_tcp_convention
+    r = t.rotation_world
+    np.testing.assert_allclose(r @ [0, 0, 1], [1, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(r @ [0, 1, 0], [0, 0, 1], atol=1e-15)
+    np.testing.assert_allclose(r @ [1, 0, 0], [0, 1, 0], atol=1e-15)
+    np.testing.assert_allclose(r @ r.T, np.eye(3), atol=1e-15)
+    assert np.linalg.det(r) == pytest.approx(1.0)
+
+
+def test_explicit_local_vectors_are_used():
+    t = DirectionUpTarget(1, (0, 0, 0), (0, 1, 0), (0, 0, 1), local_direction=(0, 0, -1),
+                          local_up=(1, 0, 0))
+    r = t.rotation_world
+    np.testing.assert_allclose(r @ [0, 0, -1], [0, 1, 0], atol=1e-15)
+    np.testing.assert_allclose(r @ [1, 0, 0], [0, 0, 1], atol=1e-15)
+
+
+def test_lengths_never_change_the_target_and_up_is_projected():
+    a = DirectionUpTarget(0, (0, 0, 0), (2, 0, 0), (1, 5, 0), None, None)
+    b = DirectionUpTarget(0, (0, 0, 0), (1e-200, 0, 0), (0, 1e300, 0), None, None)
+    np.testing.assert_allclose(a.direction_world, [1, 0, 0])
+    np.testing.assert_allclose(a.up_world, [0, 1, 0], atol=1e-15)
+    np.testing.assert_allclose(a.rotation_world, b.rotation_world, atol=1e-15)
+
+
+def test_exactly_one_local_none_is_a_local_axis_error():
+    with pytest.raises(LocalAxisConfigurationError, match="local_direction/local_up: .*exactly one"):
+        DirectionUpTarget(0, (0, 0, 0), (1, 0, 0), (0, 0, 1), local_direction=None)
+    with pytest.raises(ValueError, match="both as None"):
+        DirectionUpTarget(0, (0, 0, 0), (1, 0, 0), (0, 0, 1), (0, 0, 1), None)
+
+
+@pytest.mark.parametrize("field,kwargs,pattern", [
+    ("position_world", dict(position_world=(0, np.nan, 0)), "position_world: every component must be finite"),
+    ("direction_world", dict(direction_world=(np.inf, 0, 0)), "direction_world: every component must be finite"),
+    ("direction_world", dict(direction_world=(0, 0, 0)), "direction_world: must be a non-zero vector"),
+    ("up_world", dict(up_world=(0.0, -0.0, 0.0)), "up_world: must be a non-zero vector"),
+    ("pair", dict(direction_world=(1, 0, 0), up_world=(-3, 0, 0)),
+     "direction_world/up_world: Direction and Up must not be parallel"),
+    ("pair", dict(direction_world=(1, 1e-9, 0), up_world=(1, 0, 0)), "must not be parallel"),
+    ("local", dict(local_direction=(0, 1, 0), local_up=(0, 2, 0)),
+     "local_direction/local_up: Direction and Up must not be parallel"),
+    ("local", dict(local_direction=(0, 0, 0), local_up=(0, 1, 0)), "local_direction: must be a non-zero"),
+])
+def test_direction_validation_errors_name_the_field_and_rule(field, kwargs, pattern):
+    args = dict(ee_id=0, position_world=(0, 0, 0), direction_world=(1, 0, 0), up_world=(0, 0, 1))
+    args.update(kwargs)
+    with pytest.raises(DirectionValidationError, match=pattern):
+        DirectionUpTarget(**args)
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(position_world="abc"), "position_world: expected a 3-sequence"),
+    (dict(position_world=(1, 2)), "position_world: expected 3 components, got 2"),
+    (dict(direction_world=(1, "x", 0)), "direction_world: components must be real numbers"),
+    (dict(up_world=(True, 0, 0)), "up_world: components must be real numbers"),
+    (dict(up_world=5.0), "up_world: expected a 3-sequence"),
+    (dict(ee_id=1.0), "ee_id: must be an integer"),
+    (dict(ee_id=True), "ee_id: must be an integer"),
+])
+def test_wrong_types_raise_a_type_error_that_is_also_a_validation_error(kwargs, pattern):
+    args = dict(ee_id=0, position_world=(0, 0, 0), direction_world=(1, 0, 0), up_world=(0, 0, 1))
+    args.update(kwargs)
+    with pytest.raises(InputTypeError, match=pattern) as info:
+        DirectionUpTarget(**args)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, InputValidationError)
+
+
+def test_negative_ee_id_rejected():
+    with pytest.raises(InputValidationError, match="ee_id: must be >= 0"):
+        DirectionUpTarget(-1, (0, 0, 0), (1, 0, 0), (0, 0, 1))
+
+
+def test_modes_axis_and_position_only():
+    axis = DirectionUpTarget(0, (0, 0, 0), (0, 0, 2), None)
+    assert axis.mode == "axis" and axis.up_world is None and axis.rotation_world is None
+    np.testing.assert_array_equal(axis.direction_world, [0, 0, 1])
+    pos = DirectionUpTarget(0, (1, 2, 3), None, None)
+    assert pos.mode == "position" and pos.direction_world is None
+    with pytest.raises(DirectionValidationError, match="direction_world: is None but up_world is given"):
+        DirectionUpTarget(0, (0, 0, 0), None, (0, 0, 1))
+
+
+def test_targets_are_immutable_and_accept_numpy_inputs():
+    t = DirectionUpTarget(np.int64(2), np.array([0.1, 0.2, 0.3], dtype=np.float32),
+                          np.array([0, 0, 1]), [1.0, 0.0, 0.0])
+    assert t.ee_id == 2
+    with pytest.raises(AttributeError):
+        t.ee_id = 3
+    with pytest.raises(ValueError):
+        t.position_world[0] = 5.0
