@@ -176,6 +176,7 @@ class RobotKinematics:
         self._node_rot_cross = np.zeros((k, 3, 3))  # R_o [a]x
         self._node_rot_outer = np.zeros((k, 3, 3))  # R_o a a^T
         self._node_axis_parent = np.zeros((k, 3))   # R_o a
+        self._node_axis_local = np.zeros((k, 3))    # a, in the moved joint frame
         for i, joint in enumerate(node_joint):
             dof, scale, offset = self._resolve_mimic(joint, by_name)
             self._node_dof[i], self._node_scale[i], self._node_offset[i] = dof, scale, offset
@@ -189,6 +190,7 @@ class RobotKinematics:
             self._node_rot_cross[i] = r_o @ skew(a)
             self._node_rot_outer[i] = r_o @ np.outer(a, a)
             self._node_axis_parent[i] = r_o @ a
+            self._node_axis_local[i] = a
         self._node_joint_names = tuple(j.name for j in node_joint)
         for array in (self._node_rot, self._node_pos, self._node_rot_cross,
                       self._node_rot_outer, self._node_axis_parent):
@@ -250,6 +252,23 @@ class RobotKinematics:
                 needed.add(node)
                 node = int(self._node_parent[node])
         self._ee_chain_nodes = tuple(sorted(needed))
+        # dof_moves_tcp[d, e]: coordinate d moves TCP e. Mimic joints on a TCP chain move
+        # with their master, so the rigid-motion shortcut of joint_perturbed_tcp_poses
+        # does not apply there and that method falls back to full FK.
+        self.dof_moves_tcp = np.zeros((self.num_dofs, len(links)), dtype=bool)
+        self._dof_node = np.full(self.num_dofs, -1, dtype=np.int64)
+        self._mimic_on_tcp_chain = False
+        for k in self._ee_chain_nodes:
+            if self._node_scale[k] != 1.0 or self._node_offset[k] != 0.0 or \
+                    self._node_joint_names[k] in self.mimic_joints:
+                self._mimic_on_tcp_chain = True
+            else:
+                self._dof_node[self._node_dof[k]] = k
+        for e, node in enumerate(nodes):
+            while node >= 0:
+                self.dof_moves_tcp[self._node_dof[node], e] = True
+                node = int(self._node_parent[node])
+        self.dof_moves_tcp.setflags(write=False)
         self._all_nodes = tuple(range(len(self._node_parent)))
 
     # ------------------------------------------------------------- properties
@@ -315,7 +334,7 @@ class RobotKinematics:
                 local_r = (outer + np.cos(value)[:, None, None] * (self._node_rot[k] - outer)
                            + np.sin(value)[:, None, None] * self._node_rot_cross[k])
                 rot[k] = r_p @ local_r
-                pos[k] = p_p + r_p @ self._node_pos[k]
+                pos[k] = np.broadcast_to(p_p + r_p @ self._node_pos[k], (len(q), 3))
             else:
                 local_p = self._node_pos[k] + value[:, None] * self._node_axis_parent[k]
                 rot[k] = np.broadcast_to(r_p @ self._node_rot[k], (len(q), 3, 3))
@@ -341,7 +360,11 @@ class RobotKinematics:
         flat, lead = self._as_batch(q)
         root = self.root_world_xform if root_world_xform is None else root_world_xform
         rot, pos = self._node_frames(flat, self._ee_chain_nodes, root)
-        n = len(flat)
+        out_r, out_p = self._tcp_from_nodes(rot, pos, root, len(flat))
+        return (out_r.reshape(lead + (self.num_end_effectors, 3, 3)),
+                out_p.reshape(lead + (self.num_end_effectors, 3)))
+
+    def _tcp_from_nodes(self, rot, pos, root, n: int):
         out_r = np.empty((n, self.num_end_effectors, 3, 3))
         out_p = np.empty((n, self.num_end_effectors, 3))
         for e, node in enumerate(self._ee_node):
@@ -349,8 +372,60 @@ class RobotKinematics:
             r_n, p_n = (root[:3, :3], root[:3, 3]) if node < 0 else (rot[node], pos[node])
             out_r[:, e] = r_n @ fixed[:3, :3]
             out_p[:, e] = p_n + r_n @ fixed[:3, 3]
-        return (out_r.reshape(lead + (self.num_end_effectors, 3, 3)),
-                out_p.reshape(lead + (self.num_end_effectors, 3)))
+        return out_r, out_p
+
+    def joint_perturbed_tcp_poses(self, q, dof_ids: Sequence[int], epsilon: float,
+                                  root_world_xform=None):
+        """TCP poses at ``q`` and at ``q + epsilon * e_j`` for each ``j`` in ``dof_ids``.
+
+        The perturbed poses are exact FK results: raising a revolute coordinate by
+        epsilon rotates everything downstream of its joint by epsilon about the
+        joint's world axis through its origin (a prismatic one translates it by
+        epsilon along the axis), so they are computed from the unperturbed joint
+        frames instead of A more FK passes. Robots with mimic joints on a TCP chain
+        use full FK for every perturbation.
+
+        Args:
+            q: (N, D) joint coordinates; dof_ids: (A,) coordinates to perturb;
+            epsilon: perturbation (rad or m).
+        Returns:
+            rot (N, E, 3, 3), pos (N, E, 3): poses at ``q``;
+            rot_p (N, A, E, 3, 3), pos_p (N, A, E, 3): poses at the perturbed states.
+        """
+        flat, _ = self._as_batch(q)
+        dof_ids = np.asarray(dof_ids, dtype=np.int64)
+        n, a, e_count = len(flat), len(dof_ids), self.num_end_effectors
+        if self._mimic_on_tcp_chain:
+            rot, pos = self.tcp_poses(flat, root_world_xform)
+            shifted = np.repeat(flat[:, None, :], a, axis=1)
+            shifted[:, np.arange(a), dof_ids] += epsilon
+            rot_p, pos_p = self.tcp_poses(shifted, root_world_xform)
+            return rot, pos, rot_p, pos_p
+        root = self.root_world_xform if root_world_xform is None else root_world_xform
+        node_rot, node_pos = self._node_frames(flat, self._ee_chain_nodes, root)
+        rot, pos = self._tcp_from_nodes(node_rot, node_pos, root, n)
+        rot_p = np.broadcast_to(rot[:, None], (n, a, e_count, 3, 3)).copy()
+        pos_p = np.broadcast_to(pos[:, None], (n, a, e_count, 3)).copy()
+        c, s = np.cos(epsilon), np.sin(epsilon)
+        for i, d in enumerate(dof_ids):
+            k = self._dof_node[d]
+            moved = np.flatnonzero(self.dof_moves_tcp[d])
+            if k < 0 or len(moved) == 0:
+                continue
+            # world axis of the joint: R_parent R_origin a == R_node a
+            axis = node_rot[k] @ self._node_axis_local[k]  # (N, 3)
+            if self._node_type[k] == _PRISMATIC:
+                pos_p[:, i, moved] += epsilon * axis[:, None, :]
+                continue
+            w = axis[:, None, :, None]  # (N, 1, 3, 1) rotates columns of rot
+            cols = rot[:, moved]
+            rot_p[:, i, moved] = (cols * c + np.cross(w, cols, axis=2) * s
+                                  + w * np.sum(w * cols, axis=2, keepdims=True) * (1 - c))
+            rel = pos[:, moved] - node_pos[k][:, None, :]
+            w3 = axis[:, None, :]
+            pos_p[:, i, moved] = (node_pos[k][:, None, :] + rel * c + np.cross(w3, rel) * s
+                                  + w3 * np.sum(w3 * rel, axis=-1, keepdims=True) * (1 - c))
+        return rot, pos, rot_p, pos_p
 
     def tcp_transforms(self, q, root_world_xform=None) -> np.ndarray:
         """Batched TCP world transforms (..., E, 4, 4) for joint states (..., D)."""
@@ -384,11 +459,12 @@ class RobotKinematics:
         q = self._joint_q.astype(np.float64)[None]
         with np.errstate(over="ignore", invalid="ignore"):  # a broken model shows as inf/NaN
             links = self.link_transforms(q, self.link_names)[0]
+            tcp = self.tcp_transforms(q)[0]
         self._link_cache = {name: links[i] for i, name in enumerate(self.link_names)}
         for xform in self._link_cache.values():
             xform.setflags(write=False)
-            self._tcp_cache = self.tcp_transforms(q)[0]
-        self._tcp_cache.setflags(write=False)
+        tcp.setflags(write=False)
+        self._tcp_cache = tcp
 
     @property
     def tcp_world_xforms(self) -> np.ndarray:

@@ -98,32 +98,47 @@ class _Solver:
 
     # -------------------------------------------------------------- residuals
     def evaluate(self, q: np.ndarray, cand: np.ndarray):
-        """Residuals and unweighted errors.
+        """Residuals and unweighted errors of states ``q`` (n, D) of candidates ``cand`` (n,).
 
-        Args:
-            q: (n, m, D) states; row i belongs to candidate ``cand[i]``.
-            cand: (n,) candidate indices.
         Returns:
-            r: (n, m, 9E) weighted residuals;
+            r: (n, 9E) weighted residuals; pos_err, dir_err, up_err: (n, E)
+            unweighted errors (m, rad, rad).
+        """
+        p = self.p
+        rot, pos = p.robot.tcp_poses(q, p.root_world_xform)
+        out = self.residuals(rot[:, None, p.ee_ids], pos[:, None, p.ee_ids], cand)
+        return tuple(x[:, 0] for x in out)
+
+    def jacobian(self, q: np.ndarray, r: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """Forward-difference Jacobians (spec 5.3), transposed: (n, A, 9E).
+
+        Residuals at every ``q + FD_EPSILON * e_j`` come from one batched call
+        (:meth:`RobotKinematics.joint_perturbed_tcp_poses`).
+        """
+        p = self.p
+        _, _, rot_p, pos_p = p.robot.joint_perturbed_tcp_poses(q, self.active, FD_EPSILON,
+                                                                p.root_world_xform)
+        r_p = self.residuals(rot_p[:, :, p.ee_ids], pos_p[:, :, p.ee_ids], cand)[0]
+        return (r_p - r[:, None, :]) / FD_EPSILON
+
+    def residuals(self, rot: np.ndarray, pos: np.ndarray, cand: np.ndarray):
+        """Spec 5.2 errors of TCP poses ``rot`` (n, m, E, 3, 3), ``pos`` (n, m, E, 3).
+
+        Returns:
+            r: (n, m, 9E) weighted residuals [w_p e_pos, w_r e_dir, w_r e_up] per EE;
             pos_err, dir_err, up_err: (n, m, E) unweighted (m, rad, rad).
         """
         p = self.p
-        n, m, d = q.shape
-        rot, pos = p.robot.tcp_poses(q.reshape(n * m, d), p.root_world_xform)
-        rot = rot[:, p.ee_ids].reshape(n, m, self.e, 3, 3)
-        pos = pos[:, p.ee_ids].reshape(n, m, self.e, 3)
+        n, m = pos.shape[:2]
         cur_dir = np.einsum("nmeij,ej->nmei", rot, p.local_direction)
         cur_up = np.einsum("nmeij,ej->nmei", rot, p.local_up)
-        t_dir = p.target_direction[cand][:, None]
-        t_up = p.target_up[cand][:, None]
+        t_dir = np.broadcast_to(p.target_direction[cand][:, None], cur_dir.shape)
+        t_up = np.broadcast_to(p.target_up[cand][:, None], cur_dir.shape)
         e_pos = pos - p.target_position[cand][:, None]
-        e_dir = axis_error(cur_dir, np.broadcast_to(t_dir, cur_dir.shape))
-        aligned_up = align_vector(cur_up, cur_dir, np.broadcast_to(t_dir, cur_dir.shape))
-        e_up = axis_error(aligned_up, np.broadcast_to(t_up, cur_dir.shape))
-        has_dir = p.has_direction[cand][:, None, :, None]
-        has_up = p.has_up[cand][:, None, :, None]
-        e_dir = np.where(has_dir, e_dir, 0.0)
-        e_up = np.where(has_up, e_up, 0.0)
+        e_dir = axis_error(cur_dir, t_dir)
+        e_up = axis_error(align_vector(cur_up, cur_dir, t_dir), t_up)
+        e_dir = np.where(p.has_direction[cand][:, None, :, None], e_dir, 0.0)
+        e_up = np.where(p.has_up[cand][:, None, :, None], e_up, 0.0)
         r = np.concatenate([self.w_pos * e_pos, self.w_rot * e_dir, self.w_rot * e_up], axis=-1)
         return (r.reshape(n, m, 9 * self.e), np.linalg.norm(e_pos, axis=-1),
                 np.linalg.norm(e_dir, axis=-1), np.linalg.norm(e_up, axis=-1))
@@ -162,18 +177,25 @@ class _Solver:
         g = -np.einsum("naj,nj->na", jac_t, r)
         lo = self.lower[self.active] - q_act
         hi = self.upper[self.active] - q_act
+        step = np.linalg.solve(h, g[..., None])[..., 0]
+        # Joints whose step leaves the limits are fixed at the bound and the others
+        # re-solved, until no free joint violates (at most A passes, rows that need it).
         fixed = np.zeros((n, a), dtype=bool)
         value = np.zeros((n, a))
-        for _ in range(a + 1):
-            free = ~fixed
-            matrix = np.where(free[:, :, None] & free[:, None, :], h, 0.0) + eye * fixed[:, :, None]
-            rhs = np.where(free, g - np.einsum("nij,nj->ni", h, value), value)
-            step = np.linalg.solve(matrix, rhs[..., None])[..., 0]
-            below, above = free & (step < lo), free & (step > hi)
-            if not (below.any() or above.any()):
+        rows = np.arange(n)
+        for _ in range(a):
+            below = ~fixed[rows] & (step[rows] < lo[rows])
+            above = ~fixed[rows] & (step[rows] > hi[rows])
+            hit = np.any(below | above, axis=-1)
+            rows, below, above = rows[hit], below[hit], above[hit]
+            if len(rows) == 0:
                 break
-            value = np.where(below, lo, np.where(above, hi, value))
-            fixed |= below | above
+            value[rows] = np.where(below, lo[rows], np.where(above, hi[rows], value[rows]))
+            fixed[rows] |= below | above
+            free, hr = ~fixed[rows], h[rows]
+            matrix = np.where(free[:, :, None] & free[:, None, :], hr, 0.0) + eye * fixed[rows][:, :, None]
+            rhs = np.where(free, g[rows] - np.einsum("nij,nj->ni", hr, value[rows]), value[rows])
+            step[rows] = np.linalg.solve(matrix, rhs[..., None])[..., 0]
         norm = np.linalg.norm(step, axis=-1, keepdims=True)
         scale = np.minimum(1.0, self.s.max_step_norm / np.where(norm > 0.0, norm, 1.0))
         return step * scale
@@ -187,7 +209,7 @@ class _Solver:
             np.array(q_start, dtype=np.float64).reshape(b, len(q0))
         q = self.to_float32_in_limits(q)
         everyone = np.arange(b)
-        r, pos_err, dir_err, up_err = (x[:, 0] for x in self.evaluate(q[:, None], everyone))
+        r, pos_err, dir_err, up_err = self.evaluate(q, everyone)
         self.check_finite(r, everyone, "residual")
         ssr = np.sum(r * r, axis=-1)
         iterations = np.zeros(b, dtype=np.int32)
@@ -197,18 +219,13 @@ class _Solver:
         if a == 0:
             reason[~done] = res.STOP_NO_ACTIVE_JOINTS
             done[:] = True
-        cols = np.arange(a)
 
         for _ in range(s.max_iters):
             live = np.flatnonzero(~done)
             if len(live) == 0:
                 break
             ql, rl = q[live], r[live]
-            # Forward-difference Jacobian: all candidates x all active joints in one FK batch.
-            perturbed = np.repeat(ql[:, None, :], a, axis=1)
-            perturbed[:, cols, self.active] += FD_EPSILON
-            r_pert = self.evaluate(perturbed, live)[0]
-            jac_t = (r_pert - rl[:, None, :]) / FD_EPSILON
+            jac_t = self.jacobian(ql, rl, live)
             self.check_finite(jac_t, live, "Jacobian")
             step = self.limited_dls_step(jac_t, rl, ql[:, self.active])
             self.check_finite(step, live, "joint step")
@@ -225,7 +242,7 @@ class _Solver:
                 trial = ql[pending].copy()
                 trial[:, self.active] += scale * step[pending]
                 trial = self.to_float32_in_limits(trial)
-                r_t, pe_t, de_t, ue_t = (x[:, 0] for x in self.evaluate(trial[:, None], idx))
+                r_t, pe_t, de_t, ue_t = self.evaluate(trial, idx)
                 self.check_finite(r_t, idx, "residual")
                 ssr_t = np.sum(r_t * r_t, axis=-1)
                 new_max, old_max = pe_t.max(axis=-1), max_pos[pending]

@@ -182,8 +182,8 @@ class DirectionUpTarget:
 
     def same_local_axes(self, other: "DirectionUpTarget") -> bool:
         """True when ``other`` maps Direction/Up to the same TCP axes."""
-        return (np.allclose(self.local_direction, other.local_direction, rtol=0, atol=1e-12)
-                and np.allclose(self.local_up, other.local_up, rtol=0, atol=1e-12))
+        return (float(np.max(np.abs(self.local_direction - other.local_direction))) <= 1e-12
+                and float(np.max(np.abs(self.local_up - other.local_up))) <= 1e-12)
 
     def __repr__(self) -> str:
         def fmt(v):

@@ -205,3 +205,34 @@ def test_end_effector_configuration_errors():
         RobotKinematics.from_urdf(text, ["b"], [bad])
     with pytest.raises(RobotModelError, match="at least one end effector"):
         RobotKinematics.from_urdf(text, [])
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED_ROBOTS))
+def test_perturbed_tcp_poses_equal_full_fk_at_the_perturbed_states(name):
+    robot = load_robot(name)
+    rng = np.random.default_rng(12)
+    q = random_in_limits(robot, rng, 25)
+    dofs = np.arange(robot.num_dofs)
+    rot, pos, rot_p, pos_p = robot.joint_perturbed_tcp_poses(q, dofs, 1e-4)
+    shifted = np.repeat(q[:, None, :], len(dofs), axis=1)
+    shifted[:, dofs, dofs] += 1e-4
+    full_r, full_p = robot.tcp_poses(shifted)
+    np.testing.assert_allclose(rot_p, full_r, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pos_p, full_p, rtol=0, atol=1e-12)
+    base_r, base_p = robot.tcp_poses(q)
+    np.testing.assert_allclose(rot, base_r, atol=1e-15)
+    np.testing.assert_allclose(pos, base_p, atol=1e-15)
+
+
+def test_perturbed_tcp_poses_with_mimic_joints_use_full_fk():
+    robot = RobotKinematics.from_urdf(MESSY_URDF, ["tool", "finger_b"])
+    q = np.array([[0.3, 0.05, 0.01, 0.2]])
+    _, _, rot_p, pos_p = robot.joint_perturbed_tcp_poses(q, [0, 1, 2, 3], 1e-4)
+    shifted = np.repeat(q[:, None, :], 4, axis=1)
+    shifted[:, np.arange(4), np.arange(4)] += 1e-4
+    full_r, full_p = robot.tcp_poses(shifted)
+    np.testing.assert_allclose(pos_p, full_p, atol=1e-15)
+    # finger_a's coordinate moves finger_b through the mimic (x2): 2e-4 along -y of the tool
+    np.testing.assert_allclose(np.linalg.norm(pos_p[0, 2, 1] - robot.tcp_poses(q)[1][0, 1]), 2e-4, rtol=1e-9)
+    assert robot.dof_moves_tcp[2].tolist() == [False, True]
+    assert robot.dof_moves_tcp[3].tolist() == [False, False]

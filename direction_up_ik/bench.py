@@ -1,0 +1,133 @@
+"""Benchmark of the spec solver on the bundled robots (a script, not a test).
+
+    python -m direction_up_ik.bench [--targets 1000] [--robots panda_like dual_arm_torso]
+
+For each robot: N reproducible random reachable full-pose targets (FK of random
+in-limit configurations, TCP convention, all end effectors in one candidate),
+all solved from the same fixed start (the middle of the joint limits):
+
+* success rate of the spec's single-seed solve (the spec's default parameters,
+  ``max_position_error`` 0.03 m),
+* B = 1: median and p95 wall time per candidate when the targets are solved one
+  call at a time,
+* B = N: wall time per candidate of one batched call,
+* the speed-up of the batched call over the loop, and whether both agree.
+
+Timings are wall clock on a shared machine: compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from typing import Dict, List
+
+import numpy as np
+
+from .core import DirectionUpTarget, robo_solve_ik_direction_up_multi_batch
+from .robots import load_robot
+
+DEFAULT_ROBOTS = ("panda_like", "dual_arm_torso")
+MAX_POSITION_ERROR = 0.03
+
+
+def mid_range(robot) -> np.ndarray:
+    """(D,) middle of each joint's limits; 0 for continuous joints."""
+    lo, hi = robot.lower_limits, robot.upper_limits
+    bounded = np.isfinite(lo) & np.isfinite(hi)
+    return np.where(bounded, 0.5 * (np.where(bounded, lo, 0) + np.where(bounded, hi, 0)), 0.0)
+
+
+def random_configurations(robot, rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, D) uniform in the limits; continuous joints uniform in [-pi, pi]."""
+    lo = np.where(np.isfinite(robot.lower_limits), robot.lower_limits, -np.pi)
+    hi = np.where(np.isfinite(robot.upper_limits), robot.upper_limits, np.pi)
+    return rng.uniform(lo, hi, size=(n, robot.num_dofs))
+
+
+def reachable_candidates(robot, configurations: np.ndarray) -> List[tuple]:
+    """One full-pose candidate (every EE, TCP convention) per configuration."""
+    tcp = robot.tcp_transforms(configurations)
+    return [tuple(DirectionUpTarget(e, t[e, :3, 3], t[e, :3, 2], t[e, :3, 1], None, None)
+                  for e in range(robot.num_end_effectors)) for t in tcp]
+
+
+def bench_robot(name: str, n: int, seed: int) -> Dict:
+    """Run the benchmark for one bundled robot; returns the figures as a dict."""
+    robot = load_robot(name)
+    robot.joint_q[:] = mid_range(robot)
+    rng = np.random.default_rng(seed)
+    candidates = reachable_candidates(robot, random_configurations(robot, rng, n))
+    solve = robo_solve_ik_direction_up_multi_batch
+    solve(robot, candidates[:2], max_position_error=MAX_POSITION_ERROR)  # warm caches
+
+    times, loop_success, loop_q = [], [], []
+    for cand in candidates:
+        t0 = time.perf_counter()
+        r = solve(robot, [cand], max_position_error=MAX_POSITION_ERROR)
+        times.append(time.perf_counter() - t0)
+        loop_success.append(int(r.success[0]))
+        loop_q.append(r.joint_q[0])
+    t0 = time.perf_counter()
+    batch = solve(robot, candidates, max_position_error=MAX_POSITION_ERROR)
+    batch_time = time.perf_counter() - t0
+
+    times_ms = np.array(times) * 1e3
+    per_candidate_batch_ms = batch_time * 1e3 / n
+    return {
+        "robot": name, "dofs": robot.num_dofs, "end_effectors": robot.num_end_effectors,
+        "targets": n, "seed": seed,
+        "success_rate": float(batch.success.mean()),
+        "loop_success_rate": float(np.mean(loop_success)),
+        "batch_matches_loop": bool(np.array_equal(batch.success, loop_success)
+                                   and np.allclose(batch.joint_q, np.array(loop_q), atol=1e-5)),
+        "b1_median_ms": float(np.median(times_ms)),
+        "b1_p95_ms": float(np.percentile(times_ms, 95)),
+        "b1_total_s": float(np.sum(times)),
+        "batch_total_s": batch_time,
+        "batch_per_candidate_ms": per_candidate_batch_ms,
+        "batch_speedup_vs_loop": float(np.sum(times) / batch_time),
+        "median_iterations": float(np.median(batch.iterations)),
+    }
+
+
+def format_table(rows: List[Dict]) -> str:
+    head = (f"{'robot':<16}{'DOF':>4}{'EE':>3}{'N':>6}{'success':>9}{'B=1 med ms':>12}"
+            f"{'B=1 p95 ms':>12}{'B=N ms/cand':>13}{'speed-up':>10}{'batch==loop':>13}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['robot']:<16}{r['dofs']:>4}{r['end_effectors']:>3}{r['targets']:>6}"
+                     f"{100 * r['success_rate']:>8.1f}%{r['b1_median_ms']:>12.2f}{r['b1_p95_ms']:>12.2f}"
+                     f"{r['batch_per_candidate_ms']:>13.3f}{r['batch_speedup_vs_loop']:>9.1f}x"
+                     f"{str(r['batch_matches_loop']):>13}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", type=int, default=1000, help="random targets per robot")
+    parser.add_argument("--robots", nargs="+", default=list(DEFAULT_ROBOTS))
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    if args.targets < 2:
+        parser.error("--targets must be at least 2")
+    print(f"direction_up_ik benchmark: {args.targets} random reachable full-pose targets per robot, "
+          f"start = mid-range, spec defaults (max_position_error={MAX_POSITION_ERROR})")
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
+    rows = []
+    for name in args.robots:
+        rows.append(bench_robot(name, args.targets, args.seed))
+        print(f"  {name}: done", flush=True)
+    print(format_table(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(rows, handle, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""`colcon build` of this package in a temporary workspace, with the venv as underlay.
+
+Checks what a ROS 2 user gets from the ament_cmake build: the generated
+interfaces, the Python package merged with them in one folder, the node
+executable for `ros2 run`, and the share/ data. Takes about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = "direction_up_ik"
+VENV = Path(sys.prefix)
+# What a source checkout of the package consists of for colcon; build trees,
+# the venv and caches stay behind.
+SOURCE_ITEMS = (
+    "CMakeLists.txt",
+    "package.xml",
+    "setup.py",
+    "setup.cfg",
+    "msg",
+    "srv",
+    "scripts",
+    "resource",
+    "launch",
+    "config",
+    PACKAGE,
+)
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+
+
+def _copy_sources(destination: Path) -> None:
+    destination.mkdir(parents=True)
+    for item in SOURCE_ITEMS:
+        source = REPO / item
+        if source.is_dir():
+            shutil.copytree(source, destination / item, ignore=IGNORED)
+        elif source.is_file():
+            shutil.copy2(source, destination / item)
+
+
+def _underlay_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COLCON_", "AMENT_", "CMAKE_PREFIX"))}
+    env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(VENV)
+    env["AMENT_PREFIX_PATH"] = str(VENV)
+    env["CMAKE_PREFIX_PATH"] = str(VENV)
+    env["COLCON_HOME"] = ""  # set per call below: no user-level colcon defaults
+    return env
+
+
+@pytest.fixture(scope="module")
+def colcon_install(tmp_path_factory) -> Path:
+    colcon = VENV / "bin" / "colcon"
+    if not colcon.exists():
+        pytest.fail(f"{colcon} missing: run scripts/bootstrap.sh (requirements/dev.txt)")
+    workspace = tmp_path_factory.mktemp("colcon_ws")
+    _copy_sources(workspace / "src" / PACKAGE)
+    env = _underlay_env()
+    env["COLCON_HOME"] = str(workspace / ".colcon")
+    command = [
+        str(colcon),
+        "--log-base",
+        str(workspace / "log"),
+        "build",
+        "--base-paths",
+        str(workspace / "src"),
+        "--build-base",
+        str(workspace / "build"),
+        "--install-base",
+        str(workspace / "install"),
+        "--event-handlers",
+        "console_direct-",
+        "console_stderr-",
+        "--cmake-args",
+        f"-DPython3_EXECUTABLE={VENV / 'bin' / 'python'}",
+        "-DBUILD_TESTING=OFF",
+    ]
+    completed = subprocess.run(
+        command, cwd=workspace, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
+    if completed.returncode != 0:
+        logs = sorted((workspace / "log").glob("latest_build/*/stdout_stderr.log"))
+        detail = "\n".join(log.read_text(errors="replace")[-4000:] for log in logs)
+        pytest.fail(f"colcon build failed ({completed.returncode}):\n{completed.stdout[-4000:]}\n{completed.stderr[-4000:]}\n{detail}")
+    return workspace / "install"
+
+
+def test_installs_interfaces_node_and_data(colcon_install: Path):
+    # Compare with the copy that was built (the repo may change meanwhile).
+    source = colcon_install.parent / "src" / PACKAGE
+    prefix = colcon_install / PACKAGE
+    share = prefix / "share" / PACKAGE
+    site = prefix / Path(sysconfig.get_path("purelib", vars={"base": ".", "platbase": "."}))
+
+    # ament index: package marker and interface list
+    index = prefix / "share" / "ament_index" / "resource_index"
+    assert (index / "packages" / PACKAGE).is_file()
+    interfaces = (index / "rosidl_interfaces" / PACKAGE).read_text().split()
+    for name in ("msg/DirectionUpTarget.msg", "msg/CandidateResult.msg", "srv/SolveDirectionUpIK.srv"):
+        assert name in interfaces
+
+    # metadata and data
+    assert (share / "package.xml").read_text() == (source / "package.xml").read_text()
+    assert (share / "launch").is_dir()
+    assert (share / "config").is_dir()
+    assert not list(share.rglob(".gitkeep"))
+    for urdf in sorted((source / PACKAGE / "robots" / "urdf").glob("*.urdf")):
+        assert (share / "urdf" / urdf.name).read_bytes() == urdf.read_bytes()
+    for data in ("launch", "config"):
+        for path in (source / data).rglob("*"):
+            if path.is_file() and path.name != ".gitkeep":
+                assert (share / path.relative_to(source)).is_file(), path
+
+    # executable for `ros2 run direction_up_ik direction_up_ik_node`
+    node = prefix / "lib" / PACKAGE / "direction_up_ik_node"
+    assert node.is_file() and os.access(node, os.X_OK)
+    first_line, *rest = node.read_text().splitlines()
+    assert first_line == f"#!{VENV / 'bin' / 'python'}"
+    assert "from direction_up_ik.ros.node import main" in rest
+
+    # generated C libraries and the Python package in one folder, with the
+    # source tree's __init__.py (not rosidl's empty one)
+    assert (prefix / "lib" / f"lib{PACKAGE}__rosidl_typesupport_c.so").is_file()
+    assert (site / PACKAGE / "__init__.py").read_text() == (source / PACKAGE / "__init__.py").read_text()
+    assert (site / PACKAGE / "msg" / "__init__.py").is_file()
+    assert (site / PACKAGE / "srv" / "__init__.py").is_file()
+    for module in (source / PACKAGE).rglob("*.py"):
+        if "__pycache__" not in module.parts:
+            assert (site / module.relative_to(source)).is_file(), module
+
+
+def test_installed_package_imports_with_setup_environment(colcon_install: Path):
+    probe = (
+        "import json, direction_up_ik, direction_up_ik.srv, direction_up_ik.msg\n"
+        "from direction_up_ik.srv import SolveDirectionUpIK\n"
+        "from direction_up_ik.msg import DirectionUpTarget\n"
+        "request = SolveDirectionUpIK.Request(candidates=[])\n"
+        "request.active_joints = ['j1']\n"
+        "print(json.dumps({'init': direction_up_ik.__file__, 'srv': direction_up_ik.srv.__file__,"
+        " 'msg': direction_up_ik.msg.__file__, 'joints': list(request.active_joints),"
+        " 'axis': DirectionUpTarget.MODE_AXIS}))\n"
+    )
+    script = f'source "{colcon_install}/setup.bash" && exec python -c "$PROBE"'
+    env = _underlay_env()
+    env["PROBE"] = probe
+    env.pop("PYTHONPATH", None)
+    # cwd outside the repo: `python -c` puts the working directory first on sys.path.
+    completed = subprocess.run(
+        ["bash", "-c", script],
+        cwd=colcon_install,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert completed.returncode == 0, completed.stderr
+    found = json.loads(completed.stdout.strip().splitlines()[-1])
+    installed = str(colcon_install / PACKAGE)
+    assert found["init"].startswith(installed), found
+    assert found["srv"].startswith(installed), found
+    assert found["msg"].startswith(installed), found
+    assert found["joints"] == ["j1"] and found["axis"] == 1
