@@ -479,6 +479,10 @@ class RobotKinematics:
             raise InputValidationError(
                 "link name", f"unknown link '{name}'; links: {_preview(self.link_names)}") from None
 
+    def static_link_xforms(self) -> Dict[str, np.ndarray]:
+        """Links fixed to the root (no movable joint between): ``{name: (4, 4) root -> link}``."""
+        return {name: fixed.copy() for name, (node, fixed) in self._link_frame.items() if node < 0}
+
     def __repr__(self) -> str:
         return (f"RobotKinematics('{self.robot_name}', root='{self.root_link}', "
                 f"D={self.num_dofs}, end_effectors={list(self.end_effector_links)})")

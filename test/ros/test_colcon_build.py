@@ -56,7 +56,10 @@ def _underlay_env() -> dict[str, str]:
     env["VIRTUAL_ENV"] = str(VENV)
     env["AMENT_PREFIX_PATH"] = str(VENV)
     env["CMAKE_PREFIX_PATH"] = str(VENV)
-    env["COLCON_HOME"] = ""  # set per call below: no user-level colcon defaults
+    # The ROS wheels' start-up hook re-executes Python once with LD_LIBRARY_PATH
+    # set and marks that in this variable, which children inherit; drop it so
+    # the commands below start like they would from a fresh shell.
+    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
     return env
 
 
@@ -68,7 +71,7 @@ def colcon_install(tmp_path_factory) -> Path:
     workspace = tmp_path_factory.mktemp("colcon_ws")
     _copy_sources(workspace / "src" / PACKAGE)
     env = _underlay_env()
-    env["COLCON_HOME"] = str(workspace / ".colcon")
+    env["COLCON_HOME"] = str(workspace / ".colcon")  # no user-level colcon defaults
     command = [
         str(colcon),
         "--log-base",

@@ -1,0 +1,352 @@
+"""The node's parameter schema, declared once, and its conversion to a frozen config.
+
+This module imports no ROS package: :data:`PARAMETERS` lists every static
+parameter (type, default, description with units, range, read-only flag) and
+:func:`end_effector_parameters` the per-end-effector ones; the node turns them
+into ``ParameterDescriptor`` s. :func:`config_from_values` converts a ``{name:
+value}`` mapping into a :class:`NodeConfig` and re-validates everything, so YAML
+files, live updates and tests share one set of rules and messages.
+
+YAML layout (``config/<robot>.yaml``)::
+
+    direction_up_ik_node:
+      ros__parameters:
+        robot: dual_arm_torso
+        end_effectors: [left, right]
+        end_effector.left.link: left_hand_link
+        end_effector.left.tcp_xyz: [0.0, 0.0, 0.10]
+        ...
+        solver.max_position_error: 0.03
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ..core.errors import DirectionUpIKError, InputValidationError
+from ..core.settings import SolverSettings
+from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
+
+
+class ConfigError(DirectionUpIKError, ValueError):
+    """A parameter value breaks its rule; the message names the parameter."""
+
+    def __init__(self, parameter: str, rule: str) -> None:
+        self.parameter = parameter
+        self.rule = rule
+        super().__init__(f"parameter '{parameter}': {rule}")
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One declared parameter.
+
+    Attributes:
+        name: full parameter name (dots separate YAML levels).
+        type: "string", "double", "integer", "bool", "string_array" or "double_array".
+        default: default value (the spec's default for solver settings).
+        description: meaning and units.
+        read_only: True when a change needs a restart (robot, topics, ...).
+        min_value, max_value: inclusive range for numbers (None = open).
+    """
+
+    name: str
+    type: str
+    default: Any
+    description: str
+    read_only: bool = False
+    min_value: Optional[float] = None
+    max_value: Optional[float] = None
+
+
+COMMAND_TYPES = ("joint_state", "joint_trajectory", "float64_multi_array")
+LOCAL_AXES_CHOICES = ("x_y", "tcp")  # +X/+Y (spec default) or full TCP convention +Z/+Y
+_SOLVER_DESCRIPTIONS = {
+    "max_position_error": "position guard inside the iteration, metres (spec 5.4; not the success tolerance)",
+    "max_iters": "maximum iterations per candidate",
+    "position_tol": "success: each EE position error strictly below this, metres",
+    "frame_tol_rad": "success: each EE direction and aligned-up error strictly below this, radians",
+    "position_weight": "weight of the position residual components",
+    "rotation_weight": "weight of the direction/up residual components",
+    "damping": "damping added to the diagonal of J^T J",
+    "max_step_norm": "cap on the norm of the whole active-joint step per iteration (rad / m)",
+}
+_SOLVER_DEFAULTS = dict(max_position_error=0.03, max_iters=32, position_tol=1e-3,
+                        frame_tol_rad=1e-2, position_weight=1.0, rotation_weight=1.0,
+                        damping=1e-3, max_step_norm=0.25)
+
+PARAMETERS: Tuple[ParameterSpec, ...] = (
+    ParameterSpec("robot", "string", DEFAULT_ROBOT,
+                  f"bundled robot by name ({', '.join(sorted(BUNDLED_ROBOTS))}); used when "
+                  "robot_description and urdf_path are empty", read_only=True),
+    ParameterSpec("robot_description", "string", "", "URDF XML of the robot (wins over urdf_path "
+                  "and robot)", read_only=True),
+    ParameterSpec("urdf_path", "string", "", "path of a URDF file (wins over robot)", read_only=True),
+    ParameterSpec("root_link", "string", "", "FK root link and frame of targets; empty = the "
+                  "URDF's root (bundled robot: its root link)", read_only=True),
+    ParameterSpec("end_effectors", "string_array", [], "end-effector names in ee_id order; empty = "
+                  "the bundled robot's end effectors. Each needs end_effector.<name>.link",
+                  read_only=True),
+    ParameterSpec("active_joints", "string_array", [], "joints the solver may move by default; "
+                  "empty = all joints"),
+    ParameterSpec("joint_states_topic", "string", "joint_states", "sensor_msgs/JointState input",
+                  read_only=True),
+    *(ParameterSpec(f"solver.{name}", "integer" if name == "max_iters" else "double",
+                    _SOLVER_DEFAULTS[name], _SOLVER_DESCRIPTIONS[name],
+                    min_value=1 if name == "max_iters" else 0.0,
+                    max_value=100000 if name == "max_iters" else None)
+      for name in _SOLVER_DEFAULTS),
+    ParameterSpec("limits.max_candidates", "integer", 1000, "most candidates per request",
+                  min_value=1, max_value=1_000_000),
+    ParameterSpec("limits.max_targets_per_candidate", "integer", 8, "most targets per candidate",
+                  min_value=1, max_value=1000),
+    ParameterSpec("limits.max_batch_size", "integer", 20000, "most targets (candidates x targets) "
+                  "per request", min_value=1, max_value=10_000_000),
+    ParameterSpec("command.type", "string", "joint_state", "published command message: "
+                  + ", ".join(COMMAND_TYPES), read_only=True),
+    ParameterSpec("command.topic", "string", "~/joint_command", "topic of the joint command",
+                  read_only=True),
+    ParameterSpec("command.joint_order", "string_array", [], "joint order of a "
+                  "float64_multi_array command (forward_command_controller); empty = joint_names"),
+    ParameterSpec("command.time_from_start", "double", 0.5, "seconds; time_from_start of the "
+                  "single joint_trajectory point", min_value=0.0, max_value=3600.0),
+    ParameterSpec("command.publish_streaming", "bool", True, "publish the best solution of every "
+                  "~/target message that succeeds"),
+)
+PARAMETER_BY_NAME = {p.name: p for p in PARAMETERS}
+
+
+def end_effector_parameters(name: str, defaults=None) -> Tuple[ParameterSpec, ...]:
+    """The read-only parameters of end effector ``name``.
+
+    ``defaults`` (an EndEffectorSpec of a bundled robot, or None) fills defaults.
+    """
+    prefix = f"end_effector.{name}"
+    link = defaults.link if defaults is not None else ""
+    xyz = list(defaults.tcp_xyz) if defaults is not None else [0.0, 0.0, 0.0]
+    rpy = list(defaults.tcp_rpy) if defaults is not None else [0.0, 0.0, 0.0]
+    return (
+        ParameterSpec(f"{prefix}.link", "string", link, f"URDF link of end effector '{name}'",
+                      read_only=True),
+        ParameterSpec(f"{prefix}.tcp_xyz", "double_array", xyz, "link -> TCP translation, metres, "
+                      "in the link frame", read_only=True),
+        ParameterSpec(f"{prefix}.tcp_rpy", "double_array", rpy, "link -> TCP rotation, URDF "
+                      "roll/pitch/yaw, radians", read_only=True),
+        ParameterSpec(f"{prefix}.local_axes", "string", "tcp", "TCP axes of this end effector's "
+                      "direction/up when a target uses LOCAL_AXES_CONFIGURED, and for the "
+                      "interactive markers: 'tcp' (+Z/+Y) or 'x_y' (+X/+Y)"),
+    )
+
+
+@dataclass(frozen=True)
+class EndEffectorConfig:
+    """One configured end effector (ee_id = its index in NodeConfig.end_effectors)."""
+
+    name: str
+    link: str
+    tcp_xyz: Tuple[float, float, float]
+    tcp_rpy: Tuple[float, float, float]
+    local_axes: str
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """Validated node configuration (see :data:`PARAMETERS` for the meaning of each field)."""
+
+    robot: str
+    robot_description: str
+    urdf_path: str
+    root_link: str
+    end_effectors: Tuple[EndEffectorConfig, ...]
+    active_joints: Tuple[str, ...]
+    joint_states_topic: str
+    solver: SolverSettings
+    max_candidates: int
+    max_targets_per_candidate: int
+    max_batch_size: int
+    command_type: str
+    command_topic: str
+    command_joint_order: Tuple[str, ...]
+    command_time_from_start: float
+    publish_streaming: bool
+
+
+def default_end_effector_names(values: Mapping[str, Any]) -> Tuple[str, ...]:
+    """End-effector names: the parameter, else those of the bundled robot (when it is used)."""
+    names = tuple(values.get("end_effectors") or ())
+    if names:
+        return names
+    if not values.get("robot_description") and not values.get("urdf_path"):
+        robot = values.get("robot", DEFAULT_ROBOT)
+        if robot in BUNDLED_ROBOTS:
+            return tuple(e.name for e in BUNDLED_ROBOTS[robot].end_effectors)
+    return ()
+
+
+def bundled_end_effector_defaults(values: Mapping[str, Any], name: str):
+    """The bundled robot's EndEffectorSpec called ``name``, when the bundled robot is used."""
+    if values.get("robot_description") or values.get("urdf_path"):
+        return None
+    robot = BUNDLED_ROBOTS.get(values.get("robot", DEFAULT_ROBOT))
+    if robot is None:
+        return None
+    return next((e for e in robot.end_effectors if e.name == name), None)
+
+
+def _number(values, name, kind):
+    value = values.get(name, PARAMETER_BY_NAME[name].default if name in PARAMETER_BY_NAME else None)
+    if kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(name, f"must be an integer, got {value!r}")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise ConfigError(name, f"must be a number, got {value!r}")
+    return float(value)
+
+
+def _check_range(name, value):
+    spec = PARAMETER_BY_NAME[name]
+    if spec.min_value is not None and value < spec.min_value:
+        raise ConfigError(name, f"must be >= {spec.min_value}, got {value}")
+    if spec.max_value is not None and value > spec.max_value:
+        raise ConfigError(name, f"must be <= {spec.max_value}, got {value}")
+    return value
+
+
+def _vector3(values, name):
+    value = values.get(name)
+    try:
+        out = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ConfigError(name, f"must be 3 numbers, got {value!r}") from None
+    if len(out) != 3 or not all(math.isfinite(v) for v in out):
+        raise ConfigError(name, f"must be 3 finite numbers, got {list(out)}")
+    return out
+
+
+def solver_settings_from_values(values: Mapping[str, Any]) -> SolverSettings:
+    """``solver.*`` parameters -> SolverSettings; errors name the parameter."""
+    kwargs = {}
+    for name in _SOLVER_DEFAULTS:
+        full = f"solver.{name}"
+        kwargs[name] = _number(values, full, PARAMETER_BY_NAME[full].type)
+    try:
+        return SolverSettings(**kwargs)
+    except InputValidationError as exc:
+        raise ConfigError(f"solver.{exc.field}", exc.rule) from None
+
+
+def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
+    """Validate parameter values and build the node configuration.
+
+    ``values`` maps parameter names to values; missing entries take their defaults.
+    Checks that need the robot model (link and joint names) are done by the node.
+
+    Raises:
+        ConfigError: the first rule broken, naming the parameter.
+    """
+    def get(name):
+        return values.get(name, PARAMETER_BY_NAME[name].default)
+
+    robot = get("robot")
+    if not get("robot_description") and not get("urdf_path"):
+        if robot not in BUNDLED_ROBOTS:
+            raise ConfigError("robot", f"unknown bundled robot '{robot}'; choose one of "
+                                       f"{sorted(BUNDLED_ROBOTS)} or set robot_description / urdf_path")
+    names = default_end_effector_names(values)
+    if not names:
+        raise ConfigError("end_effectors", "at least one end effector is required")
+    if len(set(names)) != len(names):
+        raise ConfigError("end_effectors", f"names must be unique, got {list(names)}")
+    end_effectors = []
+    for name in names:
+        if not name or any(c in name for c in " ./"):
+            raise ConfigError("end_effectors", f"invalid name {name!r} (non-empty, no spaces, dots or "
+                                               "slashes)")
+        defaults = bundled_end_effector_defaults(values, name)
+        spec = {p.name: p.default for p in end_effector_parameters(name, defaults)}
+        merged = {**spec, **{k: v for k, v in values.items() if k in spec}}
+        link = merged[f"end_effector.{name}.link"]
+        if not link:
+            raise ConfigError(f"end_effector.{name}.link", "must name the URDF link of this end effector")
+        axes = merged[f"end_effector.{name}.local_axes"]
+        if axes not in LOCAL_AXES_CHOICES:
+            raise ConfigError(f"end_effector.{name}.local_axes",
+                              f"must be one of {list(LOCAL_AXES_CHOICES)}, got {axes!r}")
+        end_effectors.append(EndEffectorConfig(
+            name=name, link=link, tcp_xyz=_vector3(merged, f"end_effector.{name}.tcp_xyz"),
+            tcp_rpy=_vector3(merged, f"end_effector.{name}.tcp_rpy"), local_axes=axes))
+    links = [e.link for e in end_effectors]
+    if len(set(links)) != len(links):
+        raise ConfigError("end_effectors", f"two end effectors use the same link: {links}")
+
+    ints = {}
+    for name in ("limits.max_candidates", "limits.max_targets_per_candidate", "limits.max_batch_size"):
+        ints[name] = _check_range(name, _number(values, name, "integer"))
+    command_type = get("command.type")
+    if command_type not in COMMAND_TYPES:
+        raise ConfigError("command.type", f"must be one of {list(COMMAND_TYPES)}, got {command_type!r}")
+    time_from_start = _number(values, "command.time_from_start", "double")
+    if not math.isfinite(time_from_start):
+        raise ConfigError("command.time_from_start", "must be finite")
+    _check_range("command.time_from_start", time_from_start)
+    active = tuple(get("active_joints") or ())
+    if len(set(active)) != len(active):
+        raise ConfigError("active_joints", f"names must be unique, got {list(active)}")
+    for topic in ("joint_states_topic", "command.topic"):
+        if not get(topic):
+            raise ConfigError(topic, "must not be empty")
+    return NodeConfig(
+        robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
+        root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
+        joint_states_topic=get("joint_states_topic"), solver=solver_settings_from_values(values),
+        max_candidates=ints["limits.max_candidates"],
+        max_targets_per_candidate=ints["limits.max_targets_per_candidate"],
+        max_batch_size=ints["limits.max_batch_size"], command_type=command_type,
+        command_topic=get("command.topic"), command_joint_order=tuple(get("command.joint_order") or ()),
+        command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")))
+
+
+def load_robot_model(config: NodeConfig):
+    """Build the RobotKinematics the configuration describes and check names against it.
+
+    Raises:
+        ConfigError: unreadable URDF, unknown links or joints in the parameters.
+    """
+    from ..core.errors import RobotModelError
+    from ..core.kinematics import RobotKinematics
+    from ..core.rotations import make_transform, rpy_to_matrix
+
+    if config.robot_description:
+        source, parameter = config.robot_description, "robot_description"
+    elif config.urdf_path:
+        source, parameter = config.urdf_path, "urdf_path"
+    else:
+        source, parameter = str(bundled_robot(config.robot).urdf_path()), "robot"
+    root = config.root_link or (bundled_robot(config.robot).root_link
+                               if parameter == "robot" else None)
+    try:
+        model = RobotKinematics.from_urdf(
+            source, [e.link for e in config.end_effectors],
+            [make_transform(rpy_to_matrix(e.tcp_rpy), e.tcp_xyz) for e in config.end_effectors],
+            root_link=root)
+    except RobotModelError as exc:
+        text, culprit = str(exc), parameter
+        for i, e in enumerate(config.end_effectors):
+            if text.startswith(f"end_effector_links[{i}]"):
+                culprit, text = f"end_effector.{e.name}.link", text.split(": ", 1)[1]
+        if text.startswith("root_link"):
+            culprit, text = "root_link", text.split(": ", 1)[1]
+        raise ConfigError(culprit, text) from None
+    for name in config.active_joints:
+        if name not in model.joint_names:
+            raise ConfigError("active_joints", f"unknown joint '{name}'; joints: {list(model.joint_names)}")
+    for name in config.command_joint_order:
+        if name not in model.joint_names:
+            raise ConfigError("command.joint_order",
+                              f"unknown joint '{name}'; joints: {list(model.joint_names)}")
+    return model

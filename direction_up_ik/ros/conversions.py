@@ -1,0 +1,150 @@
+"""Message <-> core conversions for the SolveDirectionUpIK interface.
+
+Everything here is a plain function of messages and core objects, so the node
+stays glue. Problems with a request raise :class:`RequestError` carrying one of
+the srv's error codes and a message naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg, EndEffectorError
+from direction_up_ik.srv import SolveDirectionUpIK
+
+from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, SolverSettings
+from ..core.targets import TCP_LOCAL_DIRECTION, TCP_LOCAL_UP
+from .config import EndEffectorConfig
+
+Response = SolveDirectionUpIK.Response
+
+#: SolverOverrides fields that map onto SolverSettings fields (0 = unset).
+OVERRIDE_FIELDS = ("max_iters", "position_tol", "frame_tol_rad", "max_position_error",
+                   "position_weight", "rotation_weight", "damping", "max_step_norm")
+
+
+class RequestError(Exception):
+    """A request the node cannot serve: ``code`` is a SolveDirectionUpIK.Response constant."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def _vec(v) -> Tuple[float, float, float]:
+    return (float(v.x), float(v.y), float(v.z))
+
+
+def local_axes_of(msg: TargetMsg, ee: EndEffectorConfig):
+    """(local_direction, local_up) for DirectionUpTarget, or (None, None) for TCP +Z/+Y."""
+    mode = msg.local_axes
+    if mode == TargetMsg.LOCAL_AXES_CONFIGURED:
+        mode = TargetMsg.LOCAL_AXES_TCP if ee.local_axes == "tcp" else TargetMsg.LOCAL_AXES_DEFAULT
+    if mode == TargetMsg.LOCAL_AXES_DEFAULT:
+        return (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)
+    if mode == TargetMsg.LOCAL_AXES_TCP:
+        return None, None
+    if mode == TargetMsg.LOCAL_AXES_EXPLICIT:
+        return _vec(msg.local_direction), _vec(msg.local_up)
+    raise ValueError(f"local_axes: unknown value {mode} (valid: 0 default +X/+Y, 1 tcp +Z/+Y, 2 explicit, 3 configured)")
+
+
+def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEffectorConfig],
+                            frames: Mapping[str, np.ndarray]) -> List[Tuple[DirectionUpTarget, ...]]:
+    """DirectionUpCandidate messages -> core candidates.
+
+    Args:
+        candidates: DirectionUpCandidate messages.
+        end_effectors: configured end effectors (ee_id = index).
+        frames: ``{frame_id: (4, 4) root -> frame}`` of the frames targets may use.
+    Raises:
+        RequestError: UNKNOWN_END_EFFECTOR, INVALID_FRAME or INVALID_REQUEST.
+    """
+    by_name = {e.name: (i, e) for i, e in enumerate(end_effectors)}
+    out = []
+    for b, candidate in enumerate(candidates):
+        targets = []
+        for k, msg in enumerate(candidate.targets):
+            where = f"candidates[{b}].targets[{k}]"
+            if msg.end_effector not in by_name:
+                raise RequestError(Response.UNKNOWN_END_EFFECTOR,
+                                   f"{where}.end_effector: unknown end effector '{msg.end_effector}'; "
+                                   f"configured: {sorted(by_name)}")
+            ee_id, ee = by_name[msg.end_effector]
+            if msg.frame_id not in frames:
+                raise RequestError(Response.INVALID_FRAME,
+                                   f"{where}.frame_id: cannot resolve frame '{msg.frame_id}'; targets may "
+                                   f"use '' (root) or frames fixed to the root: {sorted(f for f in frames if f)}")
+            xform = frames[msg.frame_id]
+            rot, trans = xform[:3, :3], xform[:3, 3]
+            try:
+                position = rot @ np.array(_vec(msg.position)) + trans
+                direction = rot @ np.array(_vec(msg.direction))
+                up = rot @ np.array(_vec(msg.up))
+                if msg.mode == TargetMsg.MODE_FULL:
+                    d, u = direction, up
+                elif msg.mode == TargetMsg.MODE_AXIS:
+                    d, u = direction, None
+                elif msg.mode == TargetMsg.MODE_POSITION:
+                    d, u = None, None
+                else:
+                    raise ValueError(f"mode: unknown value {msg.mode} (valid: 0 full, 1 axis, 2 position)")
+                local_d, local_u = local_axes_of(msg, ee)
+                targets.append(DirectionUpTarget(ee_id, position, d, u, local_d, local_u))
+            except (DirectionUpIKError, ValueError) as exc:
+                raise RequestError(Response.INVALID_REQUEST, f"{where}.{exc}") from None
+        out.append(tuple(targets))
+    return out
+
+
+def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
+    """Apply a SolverOverrides message (0 = unset) to the node's settings.
+
+    Raises:
+        RequestError(INVALID_REQUEST): a set field is negative, NaN or infinite.
+    """
+    changes = {}
+    for name in OVERRIDE_FIELDS:
+        value = getattr(overrides, name)
+        if value == 0:
+            continue
+        if not math.isfinite(value) or value < 0:
+            raise RequestError(Response.INVALID_REQUEST,
+                               f"overrides.{name}: must be finite and positive (0 = use the parameter), "
+                               f"got {value}")
+        changes[name] = int(value) if name == "max_iters" else float(value)
+    try:
+        return base.replace(**changes)
+    except DirectionUpIKError as exc:
+        raise RequestError(Response.INVALID_REQUEST, f"overrides.{exc}") from None
+
+
+def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
+                  end_effector_names: Sequence[str]):
+    """Copy a batch result into a SolveDirectionUpIK response (codes set by the caller)."""
+    response.joint_names = list(joint_names)
+    response.best_index = -1 if result.best_index is None else int(result.best_index)
+    results = []
+    q = result.joint_q.astype(np.float64)
+    for b in range(result.num_candidates):
+        item = CandidateResult()
+        item.joint_positions = q[b].tolist()
+        item.success = bool(result.success[b])
+        item.cost = float(result.cost[b])
+        item.iterations = int(result.iterations[b])
+        item.stop_reason = result.stop_reason[b]
+        errors = []
+        for e, name in enumerate(end_effector_names):
+            err = EndEffectorError()
+            err.end_effector = name
+            err.position_error = float(result.position_error[b, e])
+            err.direction_error = float(result.direction_error[b, e])
+            err.up_error = float(result.up_error[b, e])
+            errors.append(err)
+        item.errors = errors
+        results.append(item)
+    response.results = results
+    return response

@@ -1,0 +1,304 @@
+"""``direction_up_ik_node``: joint states in, SolveDirectionUpIK served, joint command out.
+
+Interfaces (names relative to the node's namespace):
+
+* subscribes ``joint_states`` (``sensor_msgs/JointState``, merged by name);
+* serves ``~/solve`` (``direction_up_ik/srv/SolveDirectionUpIK``);
+* subscribes ``~/target`` (``direction_up_ik/msg/DirectionUpCandidate``), depth 1 so
+  the newest target wins when solving lags, and publishes the best solution;
+* publishes the command on ``command.topic`` as ``sensor_msgs/JointState``,
+  ``trajectory_msgs/JointTrajectory`` or ``std_msgs/Float64MultiArray``.
+
+Parameters: :mod:`direction_up_ik.ros.config`. Bad configuration at start-up
+logs one line naming the parameter and exits with code 1.
+"""
+
+from __future__ import annotations
+
+import array
+import signal
+import sys
+import threading
+import time
+from typing import List, Optional
+
+import numpy as np
+import rclpy
+import rclpy.executors
+import rclpy.signals
+from rclpy.parameter import Parameter
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
+                                ParameterType, SetParametersResult)
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from direction_up_ik.msg import DirectionUpCandidate
+from direction_up_ik.srv import SolveDirectionUpIK
+
+from ..core import DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, solve_problem
+from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
+                     config_from_values, default_end_effector_names, end_effector_parameters,
+                     load_robot_model)
+from .conversions import RequestError, fill_response, settings_with_overrides, targets_from_candidates
+from .joint_state import JointStateError, JointStateStore
+
+Response = SolveDirectionUpIK.Response
+
+_TYPES = {
+    "string": ParameterType.PARAMETER_STRING, "double": ParameterType.PARAMETER_DOUBLE,
+    "integer": ParameterType.PARAMETER_INTEGER, "bool": ParameterType.PARAMETER_BOOL,
+    "string_array": ParameterType.PARAMETER_STRING_ARRAY,
+    "double_array": ParameterType.PARAMETER_DOUBLE_ARRAY,
+}
+_JOINT_STATE_CODES = {"missing": Response.NO_JOINT_STATE, "unknown": Response.UNKNOWN_JOINT,
+                      "invalid": Response.INVALID_REQUEST,
+                      "out_of_limits": Response.JOINT_STATE_OUT_OF_LIMITS}
+
+
+def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
+    """ROS parameter descriptor of one schema entry (type, description, range, read-only)."""
+    d = ParameterDescriptor(name=spec.name, type=_TYPES[spec.type], description=spec.description,
+                            read_only=spec.read_only)
+    if spec.type == "double" and (spec.min_value is not None or spec.max_value is not None):
+        d.floating_point_range = [FloatingPointRange(
+            from_value=float(spec.min_value if spec.min_value is not None else -1e308),
+            to_value=float(spec.max_value if spec.max_value is not None else 1e308), step=0.0)]
+    if spec.type == "integer" and (spec.min_value is not None or spec.max_value is not None):
+        d.integer_range = [IntegerRange(from_value=int(spec.min_value), to_value=int(spec.max_value),
+                                        step=1)]
+    return d
+
+
+class DirectionUpIKNode(Node):
+    """The solver node. Raises ConfigError from the constructor on bad configuration."""
+
+    def __init__(self, node_name: str = "direction_up_ik_node", **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        for spec in PARAMETERS:
+            self._declare(spec)
+        values = self._parameter_values()
+        self._ee_specs = {}
+        for name in default_end_effector_names(values):
+            for spec in end_effector_parameters(name, bundled_end_effector_defaults(values, name)):
+                self._declare(spec)
+                self._ee_specs[spec.name] = spec
+        self._config: NodeConfig = config_from_values(self._parameter_values())
+        self._robot = load_robot_model(self._config)
+        self._joint_ids = {n: i for i, n in enumerate(self._robot.joint_names)}
+        self._frames = {"": np.eye(4), **self._robot.static_link_xforms()}
+        self._joint_states = JointStateStore(self._robot.joint_names, self._robot.lower_limits,
+                                             self._robot.upper_limits)
+        self._solve_lock = threading.Lock()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self._command_pub = self._make_command_publisher()
+        self.create_subscription(JointState, self._config.joint_states_topic, self._on_joint_state,
+                                 QoSProfile(depth=10))
+        self.create_subscription(DirectionUpCandidate, "~/target", self._on_target,
+                                 QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                                            reliability=ReliabilityPolicy.RELIABLE))
+        self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve)
+        self._log_summary()
+
+    # ------------------------------------------------------------ parameters
+    def _declare(self, spec: ParameterSpec) -> None:
+        # An empty list carries no element type: declare those by type.
+        default = spec.default
+        if isinstance(default, list) and not default:
+            default = (Parameter.Type.STRING_ARRAY if spec.type == "string_array"
+                       else Parameter.Type.DOUBLE_ARRAY)
+        self.declare_parameter(spec.name, default, descriptor(spec))
+
+    def _parameter_values(self) -> dict:
+        """Current value of every declared parameter; unset arrays read as []."""
+        names = [p.name for p in PARAMETERS] + list(getattr(self, "_ee_specs", {}))
+        values = {}
+        for name in names:
+            try:
+                value = self.get_parameter(name).value
+            except ParameterUninitializedException:
+                value = []
+            values[name] = list(value) if isinstance(value, (list, tuple, array.array)) else value
+        return values
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        values = self._parameter_values()
+        values.update({p.name: p.value for p in params})
+        try:
+            config = config_from_values(values)
+            for name in config.active_joints + config.command_joint_order:
+                if name not in self._joint_ids:
+                    field = "active_joints" if name in config.active_joints else "command.joint_order"
+                    raise ConfigError(field, f"unknown joint '{name}'; joints: {list(self._robot.joint_names)}")
+        except ConfigError as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        self._config = config
+        return SetParametersResult(successful=True)
+
+    def _log_summary(self) -> None:
+        c, r = self._config, self._robot
+        active = list(c.active_joints) or ["all"]
+        ees = ", ".join(f"{e.name}={e.link}{list(e.tcp_xyz)}" for e in c.end_effectors)
+        s = c.solver
+        self.get_logger().info(
+            f"ready: robot '{r.robot_name}' root '{r.root_link}' with {r.num_dofs} joints; end effectors "
+            f"{ees}; active joints {active}; tolerances {s.position_tol} m / {s.frame_tol_rad} rad, "
+            f"max_iters {s.max_iters}; command {c.command_type} on "
+            f"{self._command_pub.topic_name}; service {self.resolve_service_name('~/solve')}")
+
+    # ------------------------------------------------------------- inputs
+    def _on_joint_state(self, msg: JointState) -> None:
+        for warning in self._joint_states.update(msg.name, msg.position):
+            self.get_logger().warning(warning, throttle_duration_sec=5.0)
+
+    def _on_solve(self, request, response):
+        return self.solve(request, response)
+
+    def _on_target(self, msg: DirectionUpCandidate) -> None:
+        request = SolveDirectionUpIK.Request()
+        request.candidates = [msg]
+        request.publish = self._config.publish_streaming
+        response = self.solve(request, SolveDirectionUpIK.Response())
+        if response.error_code not in (Response.SUCCESS, Response.NO_SOLUTION):
+            self.get_logger().warning(f"~/target rejected: {response.message}",
+                                      throttle_duration_sec=2.0)
+
+    # -------------------------------------------------------------- solving
+    def solve(self, request, response):
+        """Serve one SolveDirectionUpIK request; never raises."""
+        try:
+            result, names = self._solve(request)
+        except RequestError as exc:
+            response.success, response.best_index = False, -1
+            response.error_code, response.message = exc.code, str(exc)
+            response.joint_names = list(self._robot.joint_names)
+            return response
+        except Exception as exc:  # noqa: BLE001 - the node must keep serving
+            self.get_logger().error(f"internal error while solving: {exc!r}")
+            response.success, response.best_index = False, -1
+            response.error_code, response.message = Response.INTERNAL_ERROR, f"internal error: {exc!r}"
+            return response
+        fill_response(response, result, self._robot.joint_names, names)
+        response.success = result.best_index is not None
+        if response.success:
+            response.error_code = Response.SUCCESS
+            best = result.best_index
+            response.message = (f"{int(result.success.sum())}/{result.num_candidates} candidates "
+                                f"succeeded; best {best} (cost {result.cost[best]:.6g})")
+            if request.publish:
+                self.publish_command(result.joint_q[best].astype(np.float64))
+                response.message += "; command published"
+        else:
+            response.error_code = Response.NO_SOLUTION
+            response.message = f"no candidate met the tolerances ({result.num_candidates} tried)"
+        return response
+
+    def _solve(self, request):
+        config = self._config  # one consistent snapshot for the whole request
+        candidates = request.candidates
+        if len(candidates) == 0:
+            raise RequestError(Response.INVALID_REQUEST, "candidates: at least one candidate is required")
+        if len(candidates) > config.max_candidates:
+            raise RequestError(Response.REQUEST_TOO_LARGE, f"candidates: {len(candidates)} exceeds "
+                               f"limits.max_candidates={config.max_candidates}")
+        total = 0
+        for b, c in enumerate(candidates):
+            if len(c.targets) > config.max_targets_per_candidate:
+                raise RequestError(Response.REQUEST_TOO_LARGE, f"candidates[{b}].targets: {len(c.targets)} "
+                                   f"exceeds limits.max_targets_per_candidate={config.max_targets_per_candidate}")
+            total += len(c.targets)
+        if total > config.max_batch_size:
+            raise RequestError(Response.REQUEST_TOO_LARGE, f"candidates: {total} targets in all exceeds "
+                               f"limits.max_batch_size={config.max_batch_size}")
+        if request.overrides.num_seeds or request.overrides.time_budget:
+            raise RequestError(Response.INVALID_REQUEST, "overrides.num_seeds/time_budget: the multi-seed "
+                               "search is not available in this version; leave them 0")
+        settings = settings_with_overrides(config.solver, request.overrides)
+        active_names = list(request.active_joints) or list(config.active_joints)
+        unknown = [n for n in active_names if n not in self._joint_ids]
+        if unknown:
+            raise RequestError(Response.UNKNOWN_JOINT, f"active_joints: unknown joints {unknown}; "
+                               f"joints: {list(self._robot.joint_names)}")
+        if len(set(active_names)) != len(active_names):
+            raise RequestError(Response.INVALID_REQUEST, "active_joints: names must be unique")
+        active = tuple(self._joint_ids[n] for n in active_names) if active_names else None
+        try:
+            q0, _ = self._joint_states.initial_state(request.initial_state.name,
+                                                     request.initial_state.position)
+        except JointStateError as exc:
+            raise RequestError(_JOINT_STATE_CODES[exc.kind], str(exc)) from None
+        targets = targets_from_candidates(candidates, config.end_effectors, self._frames)
+        names = [config.end_effectors[t.ee_id].name for t in targets[0]]
+        with self._solve_lock:
+            self._robot.joint_q[:] = q0
+            try:
+                problem = build_problem(self._robot, targets, active, "cpu", None, settings)
+                return solve_problem(problem), names
+            except JointLimitError as exc:
+                raise RequestError(Response.JOINT_STATE_OUT_OF_LIMITS, str(exc)) from None
+            except NumericalFailure as exc:
+                raise RequestError(Response.NUMERICAL_FAILURE, str(exc)) from None
+            except DirectionUpIKError as exc:
+                raise RequestError(Response.INVALID_REQUEST, str(exc)) from None
+
+    # ------------------------------------------------------------- output
+    def _make_command_publisher(self):
+        kind = {"joint_state": JointState, "joint_trajectory": JointTrajectory,
+                "float64_multi_array": Float64MultiArray}[self._config.command_type]
+        return self.create_publisher(kind, self._config.command_topic, 10)
+
+    def publish_command(self, q: np.ndarray) -> None:
+        """Publish joint positions (D,) in the configured command format."""
+        config, names = self._config, list(self._robot.joint_names)
+        if config.command_type == "joint_state":
+            msg = JointState()
+            msg.header.stamp = self.get_clock().now().to_msg()
+            msg.name, msg.position = names, q.tolist()
+        elif config.command_type == "joint_trajectory":
+            msg = JointTrajectory()
+            msg.header.stamp = self.get_clock().now().to_msg()
+            msg.joint_names = names
+            point = JointTrajectoryPoint()
+            point.positions = q.tolist()
+            seconds = config.command_time_from_start
+            point.time_from_start.sec = int(seconds)
+            point.time_from_start.nanosec = int(round((seconds - int(seconds)) * 1e9))
+            msg.points = [point]
+        else:
+            order = config.command_joint_order or tuple(names)
+            msg = Float64MultiArray()
+            msg.data = [float(q[self._joint_ids[n]]) for n in order]
+        self._command_pub.publish(msg)
+
+
+def main(args: Optional[List[str]] = None) -> int:
+    """Console entry point: run the node until SIGINT/SIGTERM; exit 1 on bad configuration."""
+    rclpy.init(args=args, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    node = None
+    code = 0
+    try:
+        node = DirectionUpIKNode()
+    except ConfigError as exc:
+        rclpy.logging.get_logger("direction_up_ik_node").fatal(f"invalid configuration: {exc}")
+        code = 1
+    if node is not None:
+        executor = rclpy.executors.SingleThreadedExecutor()
+        executor.add_node(node)
+        while not stop.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+        node.get_logger().info("shutting down")
+        node.destroy_node()
+    if rclpy.ok():
+        rclpy.try_shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

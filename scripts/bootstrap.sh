@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Idempotent set-up of the development environment in <repo>/.venv:
+#   1. create the venv (python3 -m venv) if missing;
+#   2. install requirements/*.txt when they changed (hash stamp);
+#   3. rewrite build-machine include paths in the ROS wheels' *Export.cmake;
+#   4. build and install the package's msg/srv (rosidl, plain cmake + make)
+#      into the venv prefix when msg/, srv/, CMakeLists.txt or package.xml
+#      changed (hash stamp);
+#   5. editable install of the Python sources (pip -e, compat mode: the repo
+#      root becomes a sys.path entry, so source edits take effect at once).
+# A run with nothing to do takes a few seconds at most.
+#
+# Environment: PYTHON (interpreter used to create the venv, default python3),
+# VENV (default <repo>/.venv), BOOTSTRAP_JOBS (make -j, default nproc).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+JOBS="${BOOTSTRAP_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+VPY="$VENV/bin/python"
+STAMPS="$VENV/.bootstrap"
+INTERFACE_BUILD="$VENV/.build/direction_up_ik_interfaces"
+START=$SECONDS
+
+say() { printf '[bootstrap] %s\n' "$*"; }
+
+# pip, minus the "Location ... is ignored" noise of index folders that this
+# machine's pip configuration names but that do not exist.
+pip_install() {
+  "$VPY" -m pip install --quiet --disable-pip-version-check "$@" \
+    2> >(grep -v -E "^WARNING: Location '.*' is ignored" >&2 || true)
+}
+
+# sha256 over the content (and names) of the given files, in the given order.
+hash_files() {
+  local f
+  for f in "$@"; do
+    printf '%s\n' "${f#"$ROOT"/}"
+    if [[ -f "$f" ]]; then cat "$f"; fi
+  done | sha256sum | cut -d' ' -f1
+}
+
+stamp_matches() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
+write_stamp() { mkdir -p "$STAMPS"; printf '%s\n' "$2" >"$STAMPS/$1"; }
+
+cd "$ROOT"
+
+# --- 1. venv --------------------------------------------------------------
+if [[ ! -x "$VPY" ]]; then
+  say "creating venv in ${VENV#"$ROOT"/} ($("$PYTHON" --version 2>&1))"
+  "$PYTHON" -m venv "$VENV"
+  rm -rf "$STAMPS"
+fi
+SITE="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+
+# --- 2. requirements ----------------------------------------------------------
+REQ_FILES=("$ROOT/requirements/core.txt" "$ROOT/requirements/ros.txt" "$ROOT/requirements/dev.txt")
+REQ_HASH="$( { "$VPY" -c 'import sys; print(sys.version)'; hash_files "${REQ_FILES[@]}"; } | sha256sum | cut -d' ' -f1)"
+if stamp_matches requirements "$REQ_HASH"; then
+  say "requirements up to date"
+else
+  say "installing requirements (a fresh venv takes about a minute)"
+  pip_install -r requirements/core.txt -r requirements/ros.txt -r requirements/dev.txt
+  write_stamp requirements "$REQ_HASH"
+fi
+
+# --- 3. Export.cmake include paths ----------------------------------------------
+# The message wheels' exported CMake targets name include folders of the
+# machine that built them; CMake rejects include folders that do not exist.
+mapfile -t STALE_EXPORTS < <(grep -l -E '/opt/python/cp[0-9]+-cp[0-9]+' "$VENV"/share/*/cmake/*Export.cmake 2>/dev/null || true)
+if ((${#STALE_EXPORTS[@]})); then
+  say "rewriting build-machine include paths in ${#STALE_EXPORTS[@]} *Export.cmake files"
+  "$VPY" - "${STALE_EXPORTS[@]}" <<'PY'
+import re
+import sys
+import sysconfig
+
+import numpy
+
+python_include = sysconfig.get_paths()["include"]
+numpy_include = numpy.get_include()
+# numpy first: its path starts with the interpreter prefix.
+numpy_pattern = re.compile(r"/opt/python/cp\d+-cp\d+/lib/python\d+\.\d+/site-packages/numpy/(?:_?core)/include")
+python_pattern = re.compile(r"/opt/python/cp\d+-cp\d+/include/python\d+\.\d+")
+for path in sys.argv[1:]:
+    with open(path, encoding="utf-8") as stream:
+        text = stream.read()
+    text = numpy_pattern.sub(lambda _: numpy_include, text)
+    text = python_pattern.sub(lambda _: python_include, text)
+    with open(path, "w", encoding="utf-8") as stream:
+        stream.write(text)
+PY
+  if grep -q -E '/opt/python/cp[0-9]+-cp[0-9]+' "${STALE_EXPORTS[@]}"; then
+    say "error: unknown build-machine path left in:" >&2
+    grep -n -E '/opt/python/cp[0-9]+-cp[0-9]+' "${STALE_EXPORTS[@]}" >&2
+    exit 1
+  fi
+fi
+
+# --- 4. msg/srv --------------------------------------------------------------
+shopt -s nullglob
+IFACE_FILES=("$ROOT/CMakeLists.txt" "$ROOT/package.xml" "$ROOT"/msg/*.msg "$ROOT"/srv/*.srv)
+shopt -u nullglob
+IFACE_HASH="$( { echo "$REQ_HASH"; hash_files "${IFACE_FILES[@]}"; } | sha256sum | cut -d' ' -f1)"
+if stamp_matches interfaces "$IFACE_HASH" && [[ -d "$SITE/direction_up_ik/srv" ]]; then
+  say "interfaces up to date"
+else
+  say "building msg/srv with rosidl (cmake + make -j$JOBS)"
+  rm -f "$STAMPS/interfaces"
+  mkdir -p "$INTERFACE_BUILD"
+  LOG="$INTERFACE_BUILD/bootstrap.log"
+  if ! (
+    export CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV"
+    cmake -S "$ROOT" -B "$INTERFACE_BUILD" \
+      -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$VENV" \
+      -DPython3_EXECUTABLE="$VPY" \
+      -DPython3_FIND_VIRTUALENV=ONLY \
+      -DBUILD_TESTING=OFF \
+      -DDIRECTION_UP_IK_INTERFACES_ONLY=ON &&
+      cmake --build "$INTERFACE_BUILD" -j "$JOBS" &&
+      cmake --install "$INTERFACE_BUILD"
+  ) >"$LOG" 2>&1; then
+    tail -n 40 "$LOG" >&2
+    say "error: interface build failed, full log: $LOG" >&2
+    exit 1
+  fi
+  write_stamp interfaces "$IFACE_HASH"
+fi
+
+# --- 5. editable install of the sources --------------------------------------
+EDIT_HASH="$( { echo "$REQ_HASH"; hash_files "$ROOT/setup.py" "$ROOT/setup.cfg"; } | sha256sum | cut -d' ' -f1)"
+if stamp_matches editable "$EDIT_HASH" && compgen -G "$SITE/__editable__.direction_up_ik-*.pth" >/dev/null; then
+  say "editable install up to date"
+else
+  say "installing the package in development mode (pip -e, compat)"
+  pip_install --no-deps --no-build-isolation --config-settings editable_mode=compat -e "$ROOT"
+  write_stamp editable "$EDIT_HASH"
+fi
+
+# direction_up_ik/__init__.py belongs to the Python package; without the
+# extend_path line the generated msg/srv are not importable in the venv.
+INIT="$ROOT/direction_up_ik/__init__.py"
+if [[ ! -f "$INIT" ]] || ! grep -q 'extend_path' "$INIT"; then
+  say "warning: direction_up_ik/__init__.py must start with:" >&2
+  say '  __path__ = __import__("pkgutil").extend_path(__path__, __name__)' >&2
+fi
+
+say "done in $((SECONDS - START)) s (venv: ${VENV#"$ROOT"/})"
