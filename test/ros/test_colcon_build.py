@@ -126,12 +126,19 @@ def test_installs_interfaces_node_and_data(colcon_install: Path):
             if path.is_file() and path.name != ".gitkeep":
                 assert (share / path.relative_to(source)).is_file(), path
 
-    # executable for `ros2 run direction_up_ik direction_up_ik_node`
-    node = prefix / "lib" / PACKAGE / "direction_up_ik_node"
-    assert node.is_file() and os.access(node, os.X_OK)
-    first_line, *rest = node.read_text().splitlines()
-    assert first_line == f"#!{VENV / 'bin' / 'python'}"
-    assert "from direction_up_ik.ros.node import main" in rest
+    for name in ("direction_up_ik.launch.py", "demo.launch.py"):
+        assert (share / "launch" / name).is_file(), name
+    for robot in ("dual_arm_torso", "panda_like", "ur5_like"):
+        assert (share / "config" / f"{robot}.yaml").is_file(), robot
+
+    # executables for `ros2 run direction_up_ik direction_up_ik_node` / `command_echo`
+    for exe, module in (("direction_up_ik_node", "direction_up_ik.ros.node"),
+                        ("command_echo", "direction_up_ik.ros.command_echo")):
+        path = prefix / "lib" / PACKAGE / exe
+        assert path.is_file() and os.access(path, os.X_OK), exe
+        first_line, *rest = path.read_text().splitlines()
+        assert first_line == f"#!{VENV / 'bin' / 'python'}"
+        assert f"from {module} import main" in rest
 
     # generated C libraries and the Python package in one folder, with the
     # source tree's __init__.py (not rosidl's empty one)
