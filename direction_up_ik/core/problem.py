@@ -7,6 +7,7 @@ E targets per candidate that :mod:`.solver` iterates on. Nothing here iterates.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
@@ -38,6 +39,8 @@ class IKProblem:
             placeholders where the mode leaves them unconstrained).
         has_direction, has_up: (B, E) bool, which rotation parts are constrained.
         root_world_xform: (4, 4) root -> world used by this solve.
+        lower, upper: (D,) joint bounds of this solve (rad / m): the model limits,
+            narrowed by the caller's ``joint_bounds`` when given.
     """
 
     robot: RobotKinematics
@@ -53,6 +56,8 @@ class IKProblem:
     has_direction: np.ndarray
     has_up: np.ndarray
     root_world_xform: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
 
     @property
     def num_candidates(self) -> int:
@@ -61,6 +66,13 @@ class IKProblem:
     @property
     def num_targets(self) -> int:
         return int(self.target_position.shape[1])
+
+    def select(self, candidates: np.ndarray) -> "IKProblem":
+        """The same problem restricted to (or repeating) ``candidates`` (indices, any order)."""
+        idx = np.asarray(candidates, dtype=np.int64)
+        return dataclasses.replace(
+            self, target_position=self.target_position[idx], target_direction=self.target_direction[idx],
+            target_up=self.target_up[idx], has_direction=self.has_direction[idx], has_up=self.has_up[idx])
 
 
 def _check_candidates(robot: RobotKinematics, candidates) -> Tuple[Tuple[DirectionUpTarget, ...], ...]:
@@ -127,25 +139,49 @@ def _check_active(robot: RobotKinematics, active_dof_ids) -> np.ndarray:
     return out
 
 
-def _check_initial_state(robot: RobotKinematics, active: np.ndarray) -> np.ndarray:
+def _check_bounds(robot: RobotKinematics, joint_bounds) -> Tuple[np.ndarray, np.ndarray]:
+    lower, upper = robot.lower_limits, robot.upper_limits
+    if joint_bounds is None:
+        return lower, upper
+    try:
+        lo, hi = (np.array(b, dtype=np.float64) for b in joint_bounds)
+    except (TypeError, ValueError):
+        raise InputTypeError("joint_bounds", "expected (lower, upper), each D numbers") from None
+    if lo.shape != lower.shape or hi.shape != upper.shape:
+        raise InputValidationError("joint_bounds", f"lower and upper must each have shape {lower.shape}")
+    if np.any(np.isnan(lo)) or np.any(np.isnan(hi)):
+        raise InputValidationError("joint_bounds", "must not contain NaN")
+    lo, hi = np.maximum(lo, lower), np.minimum(hi, upper)
+    if np.any(lo > hi):
+        name = robot.joint_names[int(np.flatnonzero(lo > hi)[0])]
+        raise InputValidationError("joint_bounds", f"bounds of joint '{name}' do not overlap its limits")
+    return lo, hi
+
+
+def _check_initial_state(robot: RobotKinematics, active: np.ndarray, lower: np.ndarray,
+                         upper: np.ndarray) -> np.ndarray:
     q = np.array(robot.joint_q, dtype=np.float64)
     bad = ~np.isfinite(q)
     if np.any(bad):
         name = robot.joint_names[int(np.flatnonzero(bad)[0])]
         raise InputValidationError("robot.joint_q", f"joint '{name}' is not finite")
     for i in active:
-        lo, hi = robot.lower_limits[i], robot.upper_limits[i]
+        lo, hi = lower[i], upper[i]
         # A float32 joint state can sit one float32 step beyond a float64 limit.
-        slack_lo = np.spacing(np.float32(lo)) if np.isfinite(lo) else 0.0
-        slack_hi = np.spacing(np.float32(hi)) if np.isfinite(hi) else 0.0
+        slack_lo = abs(np.spacing(np.float32(lo))) if np.isfinite(lo) else 0.0
+        slack_hi = abs(np.spacing(np.float32(hi))) if np.isfinite(hi) else 0.0
         if q[i] < lo - slack_lo or q[i] > hi + slack_hi:
             raise JointLimitError(robot.joint_names[i], float(q[i]), float(lo), float(hi))
     return q
 
 
 def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu",
-                  root_world_xform=None, settings: Optional[SolverSettings] = None) -> IKProblem:
+                  root_world_xform=None, settings: Optional[SolverSettings] = None,
+                  joint_bounds=None) -> IKProblem:
     """Validate a request and pack it into an :class:`IKProblem`.
+
+    ``joint_bounds`` = (lower (D,), upper (D,)) narrows the model limits for this
+    solve (e.g. MoveIt consistency limits); the start must lie within them.
 
     Raises:
         InputValidationError (and subclasses), InputTypeError: see spec section 6.
@@ -161,7 +197,8 @@ def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, devic
         validate_transform(root_world_xform, "root_world_xform")
     cands = _check_candidates(robot, candidates)
     active = _check_active(robot, active_dof_ids)
-    q_initial = _check_initial_state(robot, active)
+    lower, upper = _check_bounds(robot, joint_bounds)
+    q_initial = _check_initial_state(robot, active, lower, upper)
 
     b, e = len(cands), len(cands[0])
     position = np.empty((b, e, 3))
@@ -187,7 +224,8 @@ def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, devic
         local_direction=np.stack([t.local_direction for t in first]),
         local_up=np.stack([t.local_up for t in first]),
         target_position=position, target_direction=direction, target_up=up,
-        has_direction=has_direction, has_up=has_up, root_world_xform=root)
+        has_direction=has_direction, has_up=has_up, root_world_xform=root, lower=lower.copy(),
+        upper=upper.copy())
     for value in arrays.values():
         value.setflags(write=False)
     return IKProblem(robot=robot, settings=settings, **arrays)

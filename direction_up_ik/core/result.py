@@ -13,6 +13,7 @@ STOP_NO_ACCEPTABLE_STEP = "no_acceptable_step"  # no step scale lowered the resi
 STOP_STEP_TOO_SMALL = "step_too_small"    # the capped joint step fell below MIN_STEP_NORM
 STOP_MAX_ITERS = "max_iters"              # iteration budget used up
 STOP_NO_ACTIVE_JOINTS = "no_active_joints"  # nothing to move and tolerances not met
+STOP_TIME_BUDGET = "time_budget"          # a caller's deadline passed (search only)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ returned ``joint_q``.
 
 from __future__ import annotations
 
+import time
 from typing import Optional
 
 import numpy as np
@@ -72,15 +73,21 @@ def robo_solve_ik_direction_up_multi_batch(
     return solve_problem(problem)
 
 
-def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None) -> IKBatchResult:
-    """Iterate a built problem. ``q_start`` (B, D) overrides the per-candidate start.
+def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
+                  deadline: Optional[float] = None) -> IKBatchResult:
+    """Iterate a built problem.
 
-    ``cost`` is always measured from ``problem.q_initial`` (the robot's state),
-    so a caller may start candidates elsewhere (e.g. random seeds) and still rank
-    them by joint motion from the current state.
+    Args:
+        problem: from :func:`~direction_up_ik.core.problem.build_problem`.
+        q_start: (B, D) per-candidate start states (default: all at
+            ``problem.q_initial``). ``cost`` is always measured from
+            ``problem.q_initial``, so candidates started elsewhere (random seeds)
+            are still ranked by joint motion from the current state.
+        deadline: ``time.perf_counter()`` value after which no new iteration
+            starts; candidates still running stop with reason ``time_budget``.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return _Solver(problem).run(q_start)
+        return _Solver(problem).run(q_start, deadline)
 
 
 class _Solver:
@@ -89,8 +96,8 @@ class _Solver:
         self.s = problem.settings
         robot = problem.robot
         self.active = problem.active
-        self.lower = robot.lower_limits
-        self.upper = robot.upper_limits
+        self.lower = problem.lower
+        self.upper = problem.upper
         self.e = problem.num_targets
         # Per-slot weights for the 9 residual components of each EE.
         self.w_pos = self.s.position_weight
@@ -201,7 +208,7 @@ class _Solver:
         return step * scale
 
     # --------------------------------------------------------------- loop
-    def run(self, q_start: Optional[np.ndarray]) -> IKBatchResult:
+    def run(self, q_start: Optional[np.ndarray], deadline: Optional[float] = None) -> IKBatchResult:
         p, s = self.p, self.s
         b, a = p.num_candidates, len(self.active)
         q0 = p.q_initial
@@ -223,6 +230,9 @@ class _Solver:
         for _ in range(s.max_iters):
             live = np.flatnonzero(~done)
             if len(live) == 0:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                reason[live] = res.STOP_TIME_BUDGET
                 break
             ql, rl = q[live], r[live]
             jac_t = self.jacobian(ql, rl, live)

@@ -350,3 +350,17 @@ def test_non_finite_initial_joint_state_is_rejected(panda):
     panda.joint_q[2] = np.nan
     with pytest.raises(InputValidationError, match="robot.joint_q: joint 'panda_joint3' is not finite"):
         solve(panda, [targets_at(panda, mid_range(panda))], max_position_error=MPE)
+
+
+def test_joints_resting_on_their_limits_in_float32_are_accepted(panda):
+    # float32 cannot hold most float64 limits exactly; a robot parked on a limit
+    # (including a negative upper limit like panda_joint4's -0.0698) must still solve.
+    for limits in (panda.lower_limits, panda.upper_limits):
+        panda.joint_q[:] = limits
+        assert np.any(panda.joint_q.astype(np.float64) != limits)
+        result = solve(panda, [targets_at(panda, mid_range(panda))], max_position_error=MPE)
+        q = result.joint_q.astype(np.float64)
+        assert np.all(q >= panda.lower_limits) and np.all(q <= panda.upper_limits)
+    panda.joint_q[3] = np.nextafter(np.float32(-0.0698), np.float32(1.0)) + np.float32(1e-6)
+    with pytest.raises(JointLimitError):
+        solve(panda, [targets_at(panda, mid_range(panda))], max_position_error=MPE)

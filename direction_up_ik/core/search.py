@@ -1,0 +1,205 @@
+"""Multi-seed global search (beyond the spec; opt-in).
+
+A local damped-least-squares solve from the current state fails on far targets.
+:func:`robo_search_ik_direction_up` solves every candidate from the current
+state plus K random in-limit seeds, all in one vectorised batch, and repeats
+rounds of K fresh seeds until each candidate has enough successes, a time
+budget or a round limit is reached. Among the successes of a candidate it keeps
+the one with the least joint motion from the current state (the spec's cost) or,
+selectable, the one closest to the joint-limit centres. The default solver
+(:func:`~direction_up_ik.core.solver.robo_solve_ik_direction_up_multi_batch`)
+is untouched by this module.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from .errors import InputTypeError, InputValidationError
+from .kinematics import RobotKinematics
+from .problem import IKProblem, build_problem
+from .result import IKBatchResult
+from .settings import SolverSettings
+from .solver import solve_problem
+
+SELECTIONS = ("least_motion", "limit_center")
+
+#: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
+AcceptFn = Callable[[int, np.ndarray], bool]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Outcome of a multi-seed search.
+
+    Attributes:
+        result: per candidate the selected start's outcome (an IKBatchResult;
+            ``cost`` is joint motion from the current state as in the spec;
+            ``best_index`` follows ``selection``). A candidate without an
+            accepted success reports its solve from the current state.
+        rounds: rounds run; starts: (B,) starts solved per candidate;
+        successes: (B,) accepted successes per candidate; elapsed_s: wall time;
+        timed_out: True when the time budget stopped the search.
+    """
+
+    result: IKBatchResult
+    rounds: int
+    starts: np.ndarray
+    successes: np.ndarray
+    elapsed_s: float
+    timed_out: bool
+
+
+def _check_int(value, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputTypeError(field, f"must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise InputValidationError(field, f"must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def random_starts(problem: IKProblem, count: int, rng: np.random.Generator) -> np.ndarray:
+    """(count, D) starts: active joints uniform in the bounds (continuous: q0 +- pi), others q0."""
+    q0 = problem.q_initial
+    out = np.broadcast_to(q0, (count, len(q0))).copy()
+    a = problem.active
+    lo = np.where(np.isfinite(problem.lower[a]), problem.lower[a], q0[a] - np.pi)
+    hi = np.where(np.isfinite(problem.upper[a]), problem.upper[a], q0[a] + np.pi)
+    out[:, a] = rng.uniform(lo, hi, size=(count, len(a)))
+    return out
+
+
+def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selection: str) -> np.ndarray:
+    """(n,) score, lower is better: the spec cost, or squared normalised distance to limit centres."""
+    if selection == "least_motion":
+        return cost
+    a = problem.active
+    lo, hi = problem.lower[a], problem.upper[a]
+    bounded = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+    mid = np.where(bounded, 0.5 * (np.where(bounded, lo, 0) + np.where(bounded, hi, 0)), 0.0)
+    half = np.where(bounded, 0.5 * (np.where(bounded, hi, 1) - np.where(bounded, lo, 0)), 1.0)
+    z = np.where(bounded, (q[:, a] - mid) / half, 0.0)
+    return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
+
+
+def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optional[float] = None,
+                   max_rounds: Optional[int] = None, min_successes: int = 1,
+                   selection: str = "least_motion", random_seed: Optional[int] = 0,
+                   accept: Optional[AcceptFn] = None) -> SearchResult:
+    """Run the search on a built problem (see :func:`robo_search_ik_direction_up`)."""
+    num_seeds = _check_int(num_seeds, "num_seeds", 0)
+    min_successes = _check_int(min_successes, "min_successes", 1)
+    if max_rounds is not None:
+        max_rounds = _check_int(max_rounds, "max_rounds", 1)
+    if time_budget is not None:
+        if isinstance(time_budget, bool) or not isinstance(time_budget, (int, float, np.floating)) \
+                or not np.isfinite(time_budget) or time_budget <= 0:
+            raise InputValidationError("time_budget", f"must be None or a finite positive number of "
+                                                      f"seconds, got {time_budget!r}")
+    if selection not in SELECTIONS:
+        raise InputValidationError("selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
+    rng = np.random.default_rng(random_seed)
+    start_time = time.perf_counter()
+    deadline = None if time_budget is None else start_time + float(time_budget)
+    b = problem.num_candidates
+    starts = np.zeros(b, dtype=np.int64)
+    successes = np.zeros(b, dtype=np.int64)
+    best_score = np.full(b, np.inf)
+    rows = {}  # candidate -> (result, row) of its selected success
+    first = None
+    rounds, timed_out, last_round = 0, False, 0.0
+    while True:
+        pending = np.flatnonzero(successes < min_successes)
+        if rounds > 0:
+            if len(pending) == 0 or num_seeds == 0 or (max_rounds is not None and rounds >= max_rounds):
+                break
+            now = time.perf_counter()
+            if deadline is not None and now + last_round > deadline:
+                timed_out = True
+                break
+        per = num_seeds + 1 if rounds == 0 else num_seeds
+        cand = np.repeat(pending, per)
+        q_start = random_starts(problem, len(cand), rng)
+        if rounds == 0:
+            q_start[::per] = problem.q_initial  # each candidate's first start: the current state
+        t0 = time.perf_counter()
+        out = solve_problem(problem.select(cand), q_start, deadline)
+        last_round = time.perf_counter() - t0
+        if rounds == 0:
+            first = (out, np.arange(0, len(cand), per))
+        starts[pending] += per
+        ok = out.success.astype(bool)
+        if accept is not None:
+            for i in np.flatnonzero(ok):
+                ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
+        score = selection_score(problem, out.joint_q.astype(np.float64), np.where(ok, out.cost, np.inf),
+                                selection)
+        for i in np.flatnonzero(ok):
+            c = int(cand[i])
+            successes[c] += 1
+            if score[i] < best_score[c]:
+                best_score[c], rows[c] = score[i], (out, i)
+        rounds += 1
+        if deadline is not None and time.perf_counter() >= deadline and np.any(successes < min_successes):
+            timed_out = True
+            break
+    result = _assemble(problem, first, rows, best_score)
+    return SearchResult(result=result, rounds=rounds, starts=starts, successes=successes,
+                        elapsed_s=time.perf_counter() - start_time, timed_out=timed_out)
+
+
+def _assemble(problem: IKProblem, first, rows, best_score) -> IKBatchResult:
+    out0, index0 = first
+    b = problem.num_candidates
+    picks = [rows.get(c, (out0, index0[c])) for c in range(b)]
+    def gather(field):
+        return np.stack([getattr(r, field)[i] for r, i in picks])
+    success = np.array([1 if c in rows else 0 for c in range(b)], dtype=np.int32)
+    cost = np.where(success == 1, gather("cost"), np.inf)
+    best = int(np.argmin(best_score)) if np.any(success) else None
+    return IKBatchResult(
+        joint_q=gather("joint_q"), success=success, cost=cost, best_index=best,
+        position_error=gather("position_error"), direction_error=gather("direction_error"),
+        up_error=gather("up_error"), iterations=gather("iterations"),
+        stop_reason=tuple(r.stop_reason[i] for r, i in picks), active_dof_ids=out0.active_dof_ids)
+
+
+def robo_search_ik_direction_up(
+        robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu", *,
+        max_position_error: float, num_seeds: int = 8, time_budget: Optional[float] = None,
+        max_rounds: Optional[int] = None, min_successes: int = 1, selection: str = "least_motion",
+        random_seed: Optional[int] = 0, accept: Optional[AcceptFn] = None, joint_bounds=None,
+        root_world_xform=None, **settings) -> SearchResult:
+    """Multi-seed search over the spec solver.
+
+    Args:
+        robot, candidates, active_dof_ids, device, max_position_error,
+        root_world_xform: as for ``robo_solve_ik_direction_up_multi_batch``.
+        num_seeds: K random in-limit starts per candidate and round (round 0 adds
+            the current state). 0 = the current state only (the spec's solve).
+        time_budget: seconds for the whole call, or None. No new round starts
+            once the budget would be exceeded and running solves stop at it;
+            round 0 always runs.
+        max_rounds: round limit (None = until budget or enough successes;
+            with neither, one round).
+        min_successes: stop a candidate's rounds after this many accepted successes.
+        selection: "least_motion" (spec cost) or "limit_center".
+        random_seed: seed of the start generator (None = from the OS).
+        accept: optional callback rejecting solutions (MoveIt's solution callback).
+        joint_bounds: optional (lower, upper) (D,) narrowing the limits for starts
+            and solutions (MoveIt's consistency limits).
+        **settings: max_iters, position_tol, frame_tol_rad, position_weight,
+            rotation_weight, damping, max_step_norm (spec defaults).
+    """
+    if time_budget is None and max_rounds is None:
+        max_rounds = 1
+    solver_settings = SolverSettings(max_position_error=max_position_error, **settings)
+    problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform,
+                            solver_settings, joint_bounds=joint_bounds)
+    return search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
+                          min_successes=min_successes, selection=selection, random_seed=random_seed,
+                          accept=accept)

@@ -1,0 +1,122 @@
+"""Multi-seed global search (beyond the spec)."""
+
+import time
+
+import numpy as np
+import pytest
+
+from direction_up_ik import (DirectionUpTarget, InputValidationError, robo_search_ik_direction_up,
+                             robo_solve_ik_direction_up_multi_batch)
+from direction_up_ik.bench import random_configurations, reachable_candidates
+
+from helpers import mid_range
+
+MPE = 0.03
+
+
+@pytest.fixture
+def far_targets(panda):
+    panda.joint_q[:] = mid_range(panda)
+    rng = np.random.default_rng(21)
+    return reachable_candidates(panda, random_configurations(panda, rng, 30))
+
+
+def test_search_succeeds_where_the_single_start_fails(panda, far_targets):
+    single = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE)
+    found = robo_search_ik_direction_up(panda, far_targets, num_seeds=8, max_rounds=6, max_position_error=MPE)
+    assert single.success.mean() < 0.9
+    assert found.result.success.mean() == 1.0
+    assert np.all(found.result.success >= single.success)
+    q = found.result.joint_q.astype(np.float64)
+    assert np.all(q >= panda.lower_limits) and np.all(q <= panda.upper_limits)
+    tcp = panda.tcp_transforms(q)
+    goal = np.array([t[0].position_world for t in far_targets])
+    assert np.all(np.linalg.norm(tcp[:, 0, :3, 3] - goal, axis=-1) < 1e-3)
+    start = panda.joint_q.astype(np.float64)
+    np.testing.assert_allclose(found.result.cost, np.sum((q - start) ** 2, axis=-1), rtol=1e-12)
+    assert found.result.best_index == int(np.argmin(found.result.cost))
+
+
+def test_num_seeds_zero_is_the_spec_solve(panda, far_targets):
+    spec = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE)
+    found = robo_search_ik_direction_up(panda, far_targets, num_seeds=0, max_position_error=MPE)
+    np.testing.assert_array_equal(found.result.joint_q, spec.joint_q)
+    np.testing.assert_array_equal(found.result.success, spec.success)
+    assert found.rounds == 1 and np.all(found.starts == 1)
+
+
+def test_reproducible_with_a_seed_and_least_motion_beats_first_found(panda, far_targets):
+    a = robo_search_ik_direction_up(panda, far_targets[:5], num_seeds=6, max_rounds=2, min_successes=5,
+                                    random_seed=7, max_position_error=MPE)
+    b = robo_search_ik_direction_up(panda, far_targets[:5], num_seeds=6, max_rounds=2, min_successes=5,
+                                    random_seed=7, max_position_error=MPE)
+    np.testing.assert_array_equal(a.result.joint_q, b.result.joint_q)
+    c = robo_search_ik_direction_up(panda, far_targets[:5], num_seeds=6, max_rounds=2, min_successes=5,
+                                    random_seed=8, max_position_error=MPE)
+    assert not np.array_equal(a.result.joint_q, c.result.joint_q)
+    assert np.all(a.successes >= 1)
+
+
+def test_limit_center_selection_prefers_central_solutions(panda, far_targets):
+    kwargs = dict(num_seeds=10, max_rounds=2, min_successes=20, random_seed=3, max_position_error=MPE)
+    motion = robo_search_ik_direction_up(panda, far_targets[:8], selection="least_motion", **kwargs)
+    center = robo_search_ik_direction_up(panda, far_targets[:8], selection="limit_center", **kwargs)
+    lo, hi = panda.lower_limits, panda.upper_limits
+
+    def spread(q):
+        return np.sum(((q - (lo + hi) / 2) / ((hi - lo) / 2)) ** 2, axis=-1)
+    both = (motion.result.success == 1) & (center.result.success == 1)
+    assert both.sum() >= 6
+    assert np.all(spread(center.result.joint_q[both].astype(float))
+                  <= spread(motion.result.joint_q[both].astype(float)) + 1e-9)
+    assert np.all(motion.result.cost[both] <= center.result.cost[both] + 1e-9)
+
+
+def test_time_budget_is_honoured(panda):
+    unreachable = [(DirectionUpTarget(0, (2.0, 0, 0), (1, 0, 0), (0, 0, 1)),)]
+    t0 = time.perf_counter()
+    found = robo_search_ik_direction_up(panda, unreachable, num_seeds=4, time_budget=0.3,
+                                        max_position_error=MPE)
+    elapsed = time.perf_counter() - t0
+    assert found.result.success[0] == 0 and found.result.best_index is None
+    assert found.timed_out and found.rounds >= 2
+    assert elapsed < 0.3 * 1.2 + 0.05
+
+
+def test_accept_callback_rejections_make_the_search_continue(panda, far_targets):
+    seen = []
+
+    def accept(candidate, q):
+        seen.append(q)
+        return len(seen) >= 3  # reject the first two solutions
+    found = robo_search_ik_direction_up(panda, far_targets[:1], num_seeds=2, max_rounds=20, accept=accept,
+                                        max_position_error=MPE)
+    assert found.result.success[0] == 1
+    assert len(seen) >= 3
+    assert any(np.array_equal(found.result.joint_q[0], q) for q in seen[2:])
+
+
+def test_joint_bounds_constrain_solutions(panda, far_targets):
+    center = mid_range(panda)
+    bounds = (center - 0.5, center + 0.5)
+    found = robo_search_ik_direction_up(panda, far_targets, num_seeds=4, max_rounds=3, joint_bounds=bounds,
+                                        max_position_error=MPE)
+    q = found.result.joint_q.astype(np.float64)
+    assert np.all(q >= bounds[0] - 1e-7) and np.all(q <= bounds[1] + 1e-7)
+    with pytest.raises(InputValidationError, match="joint_bounds: lower and upper must each have shape"):
+        robo_search_ik_direction_up(panda, far_targets[:1], joint_bounds=(center[:3], center),
+                                    max_position_error=MPE)
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(num_seeds=-1), "num_seeds: must be an integer >= 0"),
+    (dict(num_seeds=1.5), "num_seeds: must be an integer >= 0"),
+    (dict(time_budget=0.0), "time_budget: must be None or a finite positive"),
+    (dict(time_budget=float("nan")), "time_budget: must be None or a finite positive"),
+    (dict(min_successes=0), "min_successes: must be an integer >= 1"),
+    (dict(max_rounds=0), "max_rounds: must be an integer >= 1"),
+    (dict(selection="closest"), "selection: must be one of"),
+])
+def test_search_argument_errors(panda, far_targets, kwargs, pattern):
+    with pytest.raises(InputValidationError, match=pattern):
+        robo_search_ik_direction_up(panda, far_targets[:1], max_position_error=MPE, **kwargs)
