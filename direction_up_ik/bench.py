@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from typing import Dict, List
@@ -111,6 +112,8 @@ def main(argv=None) -> int:
     parser.add_argument("--robots", nargs="+", default=list(DEFAULT_ROBOTS))
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--plot", help="also draw one solved example per robot into this PNG "
+                                       "(<stem>_<robot>.png for several robots; needs matplotlib)")
     args = parser.parse_args(argv)
     if args.targets < 2:
         parser.error("--targets must be at least 2")
@@ -126,6 +129,11 @@ def main(argv=None) -> int:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
         print(f"wrote {args.json}")
+    if args.plot:
+        from .plot import plot_solved_example
+        for name in args.robots:
+            out = args.plot if len(args.robots) == 1 else f"{os.path.splitext(args.plot)[0]}_{name}.png"
+            print(f"wrote {plot_solved_example(name, out, seed=args.seed)}")
     return 0
 
 

@@ -1,12 +1,13 @@
 """Main job: bring up the node on the bundled dual-arm robot and solve a real request.
 
-    python -m direction_up_ik.demo [--robot dual_arm_torso] [--config FILE]
+    python -m direction_up_ik.demo [--robot dual_arm_torso] [--config FILE] [--plot out.png]
 
 1. starts ``direction_up_ik_node`` as its own process with the robot's YAML config;
 2. publishes a joint state (the middle of the joint limits);
 3. calls ``~/solve`` with several dual-arm candidates, one of them out of reach,
    asking the node to publish the best one;
-4. prints a table of the outcome and the joint command that was published.
+4. prints a table of the outcome and the joint command that was published;
+5. with ``--plot``, draws the published pose and the chosen candidate's targets (PNG).
 
 Exit code 0 when a candidate was chosen and the published command equals it.
 """
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -59,7 +61,8 @@ def make_candidates(robot_name: str):
     return model, start, candidates
 
 
-def run(robot_name: str, config: pathlib.Path, timeout: float = 60.0) -> int:
+def run(robot_name: str, config: pathlib.Path, timeout: float = 60.0,
+        plot: Optional[pathlib.Path] = None) -> int:
     import rclpy
     from geometry_msgs.msg import Point, Vector3
     from sensor_msgs.msg import JointState
@@ -126,6 +129,13 @@ def run(robot_name: str, config: pathlib.Path, timeout: float = 60.0) -> int:
             print("published command differs from the chosen candidate", file=sys.stderr)
             return 1
         print("published command equals candidate", response.best_index)
+        if plot is not None:
+            from .plot import plot_pose
+            names = [name for name, _ in candidates[response.best_index]]
+            targets = [(names.index(name), pose) for name, pose in candidates[response.best_index]]
+            print("wrote", plot_pose(model, published, plot, targets, ee_names=names,
+                                     title=f"{robot_name}: published command (candidate "
+                                           f"{response.best_index}) and its targets"))
         return 0
     finally:
         client_node.destroy_node()
@@ -160,9 +170,11 @@ def main(argv=None) -> int:
     parser.add_argument("--robot", default=DEFAULT_ROBOT)
     parser.add_argument("--config", type=pathlib.Path, help="node parameter YAML (default: config/<robot>.yaml)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the node")
+    parser.add_argument("--plot", type=pathlib.Path, help="also draw the published pose and its targets "
+                                                          "into this PNG (needs matplotlib)")
     args = parser.parse_args(argv)
     config = args.config or find_config(args.robot)
-    return run(args.robot, config, args.timeout)
+    return run(args.robot, config, args.timeout, args.plot)
 
 
 if __name__ == "__main__":

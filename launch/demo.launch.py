@@ -6,6 +6,14 @@ robot_state_publisher, so the robot "moves" in RViz to every published solution.
 Add RViz with the RobotModel display (topic /robot_description) and call
 /direction_up_ik_node/solve with publish: true, or publish candidates on
 /direction_up_ik_node/target.
+
+With config/dual_arm_torso.yaml (markers.enabled: true) the node also serves
+interactive markers: add an InteractiveMarkers display with the namespace
+/direction_up_ik_markers and drag an end effector's target (the
+robot follows; the right-click menu resets the target, switches full / axis / position
+constraint and pauses publishing), plus a MarkerArray display on
+/direction_up_ik_node/markers for target-vs-current frames and errors. Fixed frame:
+base_link.
 """
 
 import os

@@ -22,6 +22,7 @@ YAML layout (``config/<robot>.yaml``)::
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -116,8 +117,18 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "single joint_trajectory point", min_value=0.0, max_value=3600.0),
     ParameterSpec("command.publish_streaming", "bool", True, "publish the best solution of every "
                   "~/target message that succeeds"),
+    ParameterSpec("markers.enabled", "bool", False, "serve RViz interactive markers to drag the "
+                  "end-effector targets (solved live, command published on success) and publish "
+                  "~/markers (visualization_msgs/MarkerArray: target vs current TCP)", read_only=True),
+    ParameterSpec("markers.namespace", "string", "direction_up_ik_markers", "interactive-marker "
+                  "namespace, one level, relative to the node's namespace: <ns>/update, "
+                  "<ns>/feedback, <ns>/get_interactive_markers", read_only=True),
+    ParameterSpec("markers.rate_hz", "double", 30.0, "most drag solves per second, Hz in (0, 1000]; "
+                  "feedback in between is coalesced (the newest target wins)",
+                  min_value=0.0, max_value=1000.0),
 )
 PARAMETER_BY_NAME = {p.name: p for p in PARAMETERS}
+_NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def end_effector_parameters(name: str, defaults=None) -> Tuple[ParameterSpec, ...]:
@@ -173,6 +184,9 @@ class NodeConfig:
     command_joint_order: Tuple[str, ...]
     command_time_from_start: float
     publish_streaming: bool
+    markers_enabled: bool
+    markers_namespace: str
+    markers_rate_hz: float
 
 
 def default_end_effector_names(values: Mapping[str, Any]) -> Tuple[str, ...]:
@@ -300,6 +314,14 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     for topic in ("joint_states_topic", "command.topic"):
         if not get(topic):
             raise ConfigError(topic, "must not be empty")
+    namespace = get("markers.namespace")
+    if not isinstance(namespace, str) or not _NAME_TOKEN.fullmatch(namespace):
+        raise ConfigError("markers.namespace", f"must be one name token (letters, digits, '_'; not "
+                                               f"starting with a digit), got {namespace!r}")
+    rate = _number(values, "markers.rate_hz", "double")
+    if not math.isfinite(rate) or rate <= 0.0:
+        raise ConfigError("markers.rate_hz", f"must be > 0, got {rate}")
+    _check_range("markers.rate_hz", rate)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
@@ -308,7 +330,8 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         max_targets_per_candidate=ints["limits.max_targets_per_candidate"],
         max_batch_size=ints["limits.max_batch_size"], command_type=command_type,
         command_topic=get("command.topic"), command_joint_order=tuple(get("command.joint_order") or ()),
-        command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")))
+        command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")),
+        markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate)
 
 
 def load_robot_model(config: NodeConfig):

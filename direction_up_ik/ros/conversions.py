@@ -16,7 +16,7 @@ from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg,
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, SolverSettings
-from ..core.targets import TCP_LOCAL_DIRECTION, TCP_LOCAL_UP
+from ..core.targets import as_vector3
 from .config import EndEffectorConfig
 
 Response = SolveDirectionUpIK.Response
@@ -66,6 +66,9 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
     by_name = {e.name: (i, e) for i, e in enumerate(end_effectors)}
     out = []
     for b, candidate in enumerate(candidates):
+        if len(candidate.targets) == 0:
+            raise RequestError(Response.INVALID_REQUEST, f"candidates[{b}].targets: a candidate needs "
+                                                         "at least one target")
         targets = []
         for k, msg in enumerate(candidate.targets):
             where = f"candidates[{b}].targets[{k}]"
@@ -81,21 +84,32 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
             xform = frames[msg.frame_id]
             rot, trans = xform[:3, :3], xform[:3, 3]
             try:
-                position = rot @ np.array(_vec(msg.position)) + trans
-                direction = rot @ np.array(_vec(msg.direction))
-                up = rot @ np.array(_vec(msg.up))
-                if msg.mode == TargetMsg.MODE_FULL:
-                    d, u = direction, up
-                elif msg.mode == TargetMsg.MODE_AXIS:
-                    d, u = direction, None
-                elif msg.mode == TargetMsg.MODE_POSITION:
-                    d, u = None, None
-                else:
+                # Check before transforming, so messages show the values as sent; fields the
+                # mode ignores are not read at all.
+                if msg.mode not in (TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION):
                     raise ValueError(f"mode: unknown value {msg.mode} (valid: 0 full, 1 axis, 2 position)")
+                position = rot @ as_vector3(_vec(msg.position), "position") + trans
+                d = u = None
+                if msg.mode != TargetMsg.MODE_POSITION:
+                    d = rot @ as_vector3(_vec(msg.direction), "direction")
+                if msg.mode == TargetMsg.MODE_FULL:
+                    u = rot @ as_vector3(_vec(msg.up), "up")
                 local_d, local_u = local_axes_of(msg, ee)
                 targets.append(DirectionUpTarget(ee_id, position, d, u, local_d, local_u))
             except (DirectionUpIKError, ValueError) as exc:
                 raise RequestError(Response.INVALID_REQUEST, f"{where}.{exc}") from None
+        # Name the request's fields (end_effector), not the core's ee_id.
+        names = [t.end_effector for t in candidate.targets]
+        if len(set(names)) != len(names):
+            raise RequestError(Response.INVALID_REQUEST,
+                               f"candidates[{b}].targets[*].end_effector: names must be unique within "
+                               f"a candidate, got {names}")
+        first = [t.end_effector for t in candidates[0].targets]
+        if names != first:
+            raise RequestError(Response.INVALID_REQUEST,
+                               f"candidates[{b}].targets[*].end_effector: {names} differs from "
+                               f"candidates[0] {first}; all candidates must list the same end "
+                               "effectors in the same order")
         out.append(tuple(targets))
     return out
 

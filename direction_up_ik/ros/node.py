@@ -7,7 +7,9 @@ Interfaces (names relative to the node's namespace):
 * subscribes ``~/target`` (``direction_up_ik/msg/DirectionUpCandidate``), depth 1 so
   the newest target wins when solving lags, and publishes the best solution;
 * publishes the command on ``command.topic`` as ``sensor_msgs/JointState``,
-  ``trajectory_msgs/JointTrajectory`` or ``std_msgs/Float64MultiArray``.
+  ``trajectory_msgs/JointTrajectory`` or ``std_msgs/Float64MultiArray``;
+* with ``markers.enabled``: RViz interactive markers on ``<markers.namespace>/...`` and
+  ``~/markers`` (:mod:`direction_up_ik.ros.drag`).
 
 Parameters: :mod:`direction_up_ik.ros.config`. Bad configuration at start-up
 logs one line naming the parameter and exits with code 1.
@@ -29,7 +31,8 @@ import rclpy.signals
 from rclpy.parameter import Parameter
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType, SetParametersResult)
-from rclpy.exceptions import ParameterUninitializedException
+from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterValueException,
+                               ParameterUninitializedException)
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
 from sensor_msgs.msg import JointState
@@ -44,6 +47,7 @@ from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled
                      config_from_values, default_end_effector_names, end_effector_parameters,
                      load_robot_model)
 from .conversions import RequestError, fill_response, settings_with_overrides, targets_from_candidates
+from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore
 
 Response = SolveDirectionUpIK.Response
@@ -102,16 +106,36 @@ class DirectionUpIKNode(Node):
                                  QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
         self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve)
+        # RViz interactive markers (markers.*): drag targets, solved through solve().
+        self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
+                                    self.solve) if self._config.markers_enabled else None)
         self._log_summary()
 
     # ------------------------------------------------------------ parameters
     def _declare(self, spec: ParameterSpec) -> None:
         # An empty list carries no element type: declare those by type.
         default = spec.default
-        if isinstance(default, list) and not default:
+        typed = isinstance(default, list) and not default
+        if typed:
             default = (Parameter.Type.STRING_ARRAY if spec.type == "string_array"
                        else Parameter.Type.DOUBLE_ARRAY)
-        self.declare_parameter(spec.name, default, descriptor(spec))
+        desc = descriptor(spec)
+        desc.read_only = spec.read_only and not typed  # typed: made read-only once it has a value
+        try:
+            self.declare_parameter(spec.name, default, desc)
+        except (InvalidParameterTypeException, InvalidParameterValueException) as exc:
+            # An override of the wrong type or outside the descriptor's range (e.g. from
+            # --params-file or -p) is bad configuration too, not an internal error.
+            raise ConfigError(spec.name, str(exc)) from None
+        if typed:
+            # Declared by type, the parameter has no value yet and ~/get_parameters (ros2
+            # param get/dump) answers nothing for any request naming it: give it the empty list.
+            try:
+                self.get_parameter(spec.name)
+            except ParameterUninitializedException:
+                self.set_parameters([Parameter(spec.name, default, [])])
+            if spec.read_only:
+                self.set_descriptor(spec.name, descriptor(spec))
 
     def _parameter_values(self) -> dict:
         """Current value of every declared parameter; unset arrays read as []."""
@@ -227,6 +251,8 @@ class DirectionUpIKNode(Node):
             raise RequestError(Response.INVALID_REQUEST, "active_joints: names must be unique")
         active = tuple(self._joint_ids[n] for n in active_names) if active_names else None
         try:
+            # Every joint, active or not, must be within its limits: the published command
+            # carries all of them, and a command is never outside the limits.
             q0, _ = self._joint_states.initial_state(request.initial_state.name,
                                                      request.initial_state.position)
         except JointStateError as exc:
@@ -264,9 +290,8 @@ class DirectionUpIKNode(Node):
             msg.joint_names = names
             point = JointTrajectoryPoint()
             point.positions = q.tolist()
-            seconds = config.command_time_from_start
-            point.time_from_start.sec = int(seconds)
-            point.time_from_start.nanosec = int(round((seconds - int(seconds)) * 1e9))
+            sec, nanosec = divmod(int(round(config.command_time_from_start * 1e9)), 1_000_000_000)
+            point.time_from_start.sec, point.time_from_start.nanosec = sec, nanosec
             msg.points = [point]
         else:
             order = config.command_joint_order or tuple(names)

@@ -1,0 +1,230 @@
+"""Pictures of a robot pose for people without RViz (headless matplotlib, PNG).
+
+    from direction_up_ik.plot import plot_pose
+    plot_pose(robot, q, "pose.png", targets=candidate, ee_names=["left", "right"])
+
+The picture has two panels, a 3-D view and a side view (x-z plane), both with equal
+axis scales in metres:
+
+* the link chain: a grey line from every link origin to its parent's (URDF tree),
+  dots at the link origins, a black square at the root;
+* every TCP frame of the pose as solid RGB axes (x red, y green, z blue), labelled
+  with the end-effector name;
+* every target as a star at its position and dashed, lighter RGB axes (full mode:
+  the whole target frame; axis mode: the working direction only; position mode:
+  the star alone);
+* the title: robot name and, per end effector, the remaining position (mm),
+  direction and up (deg) errors of the pose against its target.
+
+Needs matplotlib (``requirements/dev.txt``), imported on first use; the figure is
+rendered by the Agg canvas directly (no pyplot, no display, no global backend change).
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .core.targets import DirectionUpTarget
+from .core.urdf_loader import parse_urdf
+
+AXIS_COLOURS = ("#d62728", "#2ca02c", "#1f77b4")          # x, y, z of a TCP frame
+TARGET_COLOURS = ("#ff9896", "#98df8a", "#9ecae1")        # x, y, z of a target frame (lighter)
+TargetLike = Union[DirectionUpTarget, Tuple[int, np.ndarray]]
+
+
+def link_parents(urdf) -> Dict[str, str]:
+    """``{child link: parent link}`` of a URDF (path or XML text)."""
+    return {j.child: j.parent for j in parse_urdf(urdf).joints}
+
+
+def _bundled_urdf(robot) -> Optional[pathlib.Path]:
+    from .robots import BUNDLED_ROBOTS
+    for bundled in BUNDLED_ROBOTS.values():
+        if bundled.name == robot.robot_name:
+            return bundled.urdf_path()
+    return None
+
+
+def _as_target(item: TargetLike) -> DirectionUpTarget:
+    """DirectionUpTarget, or (ee_id, (4, 4) TCP pose) as a full TCP-convention target."""
+    if isinstance(item, DirectionUpTarget):
+        return item
+    ee_id, pose = item
+    pose = np.asarray(pose, dtype=np.float64)
+    return DirectionUpTarget(int(ee_id), pose[:3, 3], pose[:3, 2], pose[:3, 1], None, None)
+
+
+def _angle(a: np.ndarray, b: np.ndarray) -> float:
+    c = float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+    return math.acos(max(-1.0, min(1.0, c)))
+
+
+def target_errors(tcp: np.ndarray, target: DirectionUpTarget) -> Tuple[float, float, float]:
+    """(position m, direction rad, up rad) of a (4, 4) TCP pose against ``target``; NaN for
+    angles its mode leaves free. Up is the raw angle between the up axes."""
+    rot = tcp[:3, :3]
+    position = float(np.linalg.norm(tcp[:3, 3] - target.position_world))
+    direction = (math.nan if target.direction_world is None
+                 else _angle(rot @ target.local_direction, target.direction_world))
+    up = math.nan if target.up_world is None else _angle(rot @ target.local_up, target.up_world)
+    return position, direction, up
+
+
+def _error_text(name: str, errors: Tuple[float, float, float]) -> str:
+    position, direction, up = errors
+    parts = [f"{1e3 * position:.1f} mm"]
+    if not math.isnan(direction):
+        parts.append(f"dir {math.degrees(direction):.2f}°")
+    if not math.isnan(up):
+        parts.append(f"up {math.degrees(up):.2f}°")
+    return f"{name}: " + ", ".join(parts)
+
+
+def plot_pose(robot, q, path, targets: Sequence[TargetLike] = (), *, urdf=None,
+              ee_names: Optional[Sequence[str]] = None, title: Optional[str] = None,
+              axis_length: float = 0.1, dpi: int = 110) -> pathlib.Path:
+    """Draw ``robot`` at joint state ``q`` (D,) with its TCP frames and ``targets``; write a PNG.
+
+    Args:
+        robot: a RobotKinematics (poses in its world frame, metres).
+        q: (D,) joint positions (rad / m).
+        path: output file (PNG).
+        targets: DirectionUpTarget objects, or ``(ee_id, (4, 4) TCP pose)`` pairs (full
+            targets, TCP convention +Z/+Y), e.g. one candidate.
+        urdf: the robot's URDF (path or XML) for the link tree; default: the bundled
+            robot of the same name.
+        ee_names: names per ee_id for labels and the title (default "ee0", "ee1", ...).
+        title: first title line (default: the robot name).
+        axis_length: metres, length of the drawn frame axes.
+    Returns:
+        the path written.
+    Raises:
+        ValueError: no URDF given and the robot is not a bundled one.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    if urdf is None:
+        urdf = _bundled_urdf(robot)
+        if urdf is None:
+            raise ValueError(f"urdf: robot '{robot.robot_name}' is not a bundled robot; pass its URDF")
+    q = np.asarray(q, dtype=np.float64)
+    names = list(robot.link_names)
+    origins = robot.link_transforms(q, names)[:, :3, 3]
+    index = {n: i for i, n in enumerate(names)}
+    edges = [(index[c], index[p]) for c, p in link_parents(urdf).items() if c in index and p in index]
+    tcp = robot.tcp_transforms(q)
+    ee_names = list(ee_names) if ee_names is not None else [f"ee{e}" for e in range(robot.num_end_effectors)]
+    targets = [_as_target(t) for t in targets]
+
+    def box(cloud: np.ndarray, margin: float, minimum: float):
+        """Centre and half-width of a cube around ``cloud`` (equal scale on every axis)."""
+        centre = 0.5 * (cloud.min(axis=0) + cloud.max(axis=0))
+        return centre, max(0.5 * float(np.max(cloud.max(axis=0) - cloud.min(axis=0))) + margin, minimum)
+
+    tool_points = [tcp[:, :3, 3]] + [tcp[e, :3, 3] + axis_length * tcp[e, :3, :3].T
+                                     for e in range(robot.num_end_effectors)]
+    tool_points += [t.position_world[None] for t in targets]
+    tool_points = np.vstack(tool_points)
+    whole = box(np.vstack([origins, tool_points]), 0.05, 0.2)
+    close = box(tool_points, 1.5 * axis_length, 2.0 * axis_length)
+
+    fig = Figure(figsize=(14, 7.2))
+    FigureCanvasAgg(fig)  # headless: no pyplot, no global backend
+    ax_whole = fig.add_axes((0.0, 0.13, 0.5, 0.76), projection="3d")
+    ax_close = fig.add_axes((0.5, 0.13, 0.5, 0.76), projection="3d")
+
+    def draw_line(ax, a, b, **style):
+        ax.plot([a[0], b[0]], [a[1], b[1]], [a[2], b[2]], axlim_clip=True, **style)
+
+    for ax, (centre, half), subtitle in (
+            (ax_whole, whole, "whole robot"),
+            (ax_close, close, "close-up of the end effectors")):
+        for c, p in edges:
+            draw_line(ax, origins[c], origins[p], color="0.45", lw=2.5, solid_capstyle="round")
+        ax.scatter(*origins.T, s=10, color="0.25", depthshade=False, axlim_clip=True)
+        ax.scatter(*origins[:1].T, s=60, marker="s", color="black", depthshade=False, axlim_clip=True)
+        for e in range(robot.num_end_effectors):
+            o = tcp[e, :3, 3]
+            draw_line(ax, origins[index[robot.end_effector_links[e]]], o, color="0.45", lw=1.2, ls=":")
+            for k in range(3):
+                draw_line(ax, o, o + axis_length * tcp[e, :3, k], color=AXIS_COLOURS[k], lw=2.5)
+            ax.text(*(o + np.array([0.0, 0.0, 0.4 * axis_length])), f"  {ee_names[e]}", fontsize=10,
+                    weight="bold")
+        for t in targets:
+            p = t.position_world
+            ax.scatter(*p[:, None], s=140, marker="*", color="#ff7f0e", edgecolor="black", linewidth=0.6,
+                       depthshade=False)
+            name = ee_names[t.ee_id] if t.ee_id < len(ee_names) else f"ee{t.ee_id}"
+            if ax is ax_close:
+                    ax.text(*(p - np.array([0.0, 0.0, 0.6 * axis_length])), f"  {name} target", fontsize=8,
+                        color="#c85a00")
+            rotation = t.rotation_world
+            if rotation is not None:
+                axes = [(rotation[:, k], TARGET_COLOURS[k]) for k in range(3)]
+            elif t.direction_world is not None:
+                axes = [(t.direction_world, "#ff7f0e")]
+            else:
+                axes = []
+            for vector, colour in axes:
+                draw_line(ax, p, p + 1.3 * axis_length * vector, color=colour, lw=2.0, ls="--")
+        ax.set_xlim(centre[0] - half, centre[0] + half)
+        ax.set_ylim(centre[1] - half, centre[1] + half)
+        ax.set_zlim(centre[2] - half, centre[2] + half)
+        ax.set_box_aspect((1, 1, 1), zoom=1.05)
+        ax.set_xlabel("x [m]")
+        ax.set_ylabel("y [m]")
+        ax.set_zlabel("z [m]")
+        ax.view_init(elev=20, azim=-55)
+        ax.set_title(subtitle, fontsize=10)
+
+    handles = [Line2D([], [], color="0.45", lw=2.5, marker="o", markersize=3, markerfacecolor="0.25",
+                      label="links (origins, URDF tree)"),
+               Line2D([], [], color="black", marker="s", ls="", label=f"root '{robot.root_link}'")]
+    handles += [Line2D([], [], color=AXIS_COLOURS[k], lw=2.5, label=f"TCP {'xyz'[k]} axis") for k in range(3)]
+    if targets:
+        handles.append(Line2D([], [], color="#ff7f0e", marker="*", markersize=12, markeredgecolor="black",
+                              ls="", label="target position"))
+        handles += [Line2D([], [], color=TARGET_COLOURS[k], lw=2.0, ls="--", label=f"target {'xyz'[k]} axis")
+                    for k in range(3)]
+        if any(t.mode == "axis" for t in targets):
+            handles.append(Line2D([], [], color="#ff7f0e", lw=2.0, ls="--", label="target direction (axis)"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), fontsize=9, frameon=False)
+
+    lines = [title or f"{robot.robot_name}: pose, TCP frames and targets"]
+    if targets:
+        lines.append("remaining error of the pose vs target — " + ";   ".join(
+            _error_text(ee_names[t.ee_id] if t.ee_id < len(ee_names) else f"ee{t.ee_id}",
+                        target_errors(tcp[t.ee_id], t)) for t in targets))
+    fig.suptitle("\n".join(lines), fontsize=11)
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path
+
+
+def plot_solved_example(robot_name: str, path, seed: int = 2026,
+                        max_position_error: float = 0.03) -> pathlib.Path:
+    """Solve one random reachable full-pose candidate of bundled robot ``robot_name`` (as the
+    benchmark draws them: FK of a random in-limit configuration, solved from the middle of the
+    limits) and draw the solution with its targets. Returns the path written."""
+    from .bench import mid_range, random_configurations, reachable_candidates
+    from .core import robo_solve_ik_direction_up_multi_batch
+    from .robots import bundled_robot, load_robot
+
+    robot = load_robot(robot_name)
+    robot.joint_q[:] = mid_range(robot)
+    candidates = reachable_candidates(robot, random_configurations(robot, np.random.default_rng(seed), 8))
+    result = robo_solve_ik_direction_up_multi_batch(robot, candidates, max_position_error=max_position_error)
+    solved = np.flatnonzero(result.success)
+    b = int(solved[0]) if len(solved) else 0  # the first solved one; else show the failure
+    outcome = (f"solved in {int(result.iterations[b])} iterations" if result.success[b]
+               else f"NOT solved ({result.stop_reason[b]})")
+    names = [e.name for e in bundled_robot(robot_name).end_effectors]
+    return plot_pose(robot, result.joint_q[b], path, candidates[b], ee_names=names,
+                     title=f"{robot_name}: benchmark target {b} (seed {seed}) from mid-range, {outcome}")
