@@ -20,6 +20,15 @@ demo: venv
 bench: venv
 	$(PYTHON) -m direction_up_ik.bench
 
+# Side-by-side with KDL, roboticstoolbox and ikpy (installed by scripts/setup_peers.sh,
+# never by requirements/*.txt). Figures go to build/bench_peers/.
+.PHONY: bench-peers
+BENCH_PEERS_ARGS ?= --json build/bench_peers/bench_peers.json --plot build/bench_peers/bench_peers.png
+bench-peers: venv
+	VENV="$(abspath $(VENV))" ./scripts/setup_peers.sh
+	mkdir -p build/bench_peers
+	$(PYTHON) -m direction_up_ik.bench_peers $(BENCH_PEERS_ARGS)
+
 clean:
 	rm -rf $(VENV) build install log .pytest_cache .hypothesis *.egg-info
 	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

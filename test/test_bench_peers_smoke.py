@@ -1,0 +1,87 @@
+"""Smoke run of the peer benchmark (python -m direction_up_ik.bench_peers --smoke).
+
+The benchmark itself is not a test; this checks that its CI-sized mode runs,
+writes its JSON and plot, and that its independent judge (Pinocchio FK) never
+rejects a success the project's own solver reports.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PROJECT_MODES = {"spec_single_seed", "multi_seed_search", "batched_spec", "batched_search"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench_peers")
+    json_path, png_path = out / "smoke.json", out / "smoke.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "direction_up_ik.bench_peers", "--smoke", "--json", str(json_path),
+         "--plot", str(png_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads(json_path.read_text(encoding="utf-8")), png_path
+
+
+def test_smoke_runs_the_project_modes_only(smoke):
+    proc, doc, png = smoke
+    assert doc["smoke"] is True
+    assert doc["settings"]["targets"] == 20 and doc["settings"]["robots"] == ["panda_like"]
+    assert [(r["robot"], r["start"]) for r in doc["runs"]] == [("panda_like", "mid_range"),
+                                                               ("panda_like", "random")]
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "numpy" in doc["environment"] and "cpu" in doc["environment"]
+    for run in doc["runs"]:
+        assert run["targets"] == 20
+        rows = {row["key"]: row for row in run["solvers"]}
+        assert set(rows) == PROJECT_MODES  # smoke: no peers
+        for row in rows.values():
+            assert row["status"] == "ok"
+            assert 0.0 <= row["success_rate"] <= 1.0
+            assert 0.0 <= row["own_success_rate"] <= 1.0
+            assert row["median_ms"] > 0 and row["p95_ms"] >= row["median_ms"]
+            assert row["limit_violations"] == 0  # the project keeps joints in their limits
+        assert f"start = {run['start']}" in proc.stdout
+
+
+def test_judge_never_rejects_a_reported_success(smoke):
+    _, doc, _ = smoke
+    for run in doc["runs"]:
+        rows = {row["key"]: row for row in run["solvers"]}
+        spec = rows["spec_single_seed"]
+        assert spec["own_ok_judge_rejects"] == 0, run["start"]
+        assert spec["successes"] >= round(spec["own_success_rate"] * run["targets"])
+        # The batched spec call solves the same problems as the one-by-one loop.
+        assert rows["batched_spec"]["success_rate"] == spec["success_rate"]
+        for key in PROJECT_MODES:
+            assert rows[key]["own_ok_judge_rejects"] == 0, (run["start"], key)
+
+
+def test_judge_rejects_misses_and_limit_violations():
+    from direction_up_ik.bench_peers import Judge, Problem
+
+    problem = Problem("ur5_like", 6, seed=5)
+    judge = Judge(problem)
+    q = problem.q_targets.copy()
+    assert judge.evaluate(q)["success"].all()
+    # The continuous wrist is free: a full turn lands on the same pose and stays valid.
+    q_turn = q.copy()
+    q_turn[:, 5] += 2 * np.pi * 3
+    assert judge.evaluate(q_turn)["success"].all()
+    bad = q.copy()
+    bad[0, 0] += 0.01                    # ~ centimetres off at the TCP
+    bad[1, 4] += 0.02                    # wrist: orientation off by ~0.02 rad
+    bad[2, 0] += np.copysign(2 * np.pi, bad[2, 0])  # same pose, beyond the +-2 pi URDF limit
+    verdict = judge.evaluate(bad)
+    assert not verdict["success"][:3].any() and verdict["success"][3:].all()
+    assert verdict["position_error"][0] > 1e-3
+    assert max(verdict["z_error"][1], verdict["y_error"][1]) > 1e-2
+    assert not verdict["in_limits"][2] and verdict["position_error"][2] < 1e-9
