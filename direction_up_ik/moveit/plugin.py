@@ -76,6 +76,11 @@ class DirectionUpKinematicsPlugin:
         self._config = config
         self._robot: Optional[RobotKinematics] = None
 
+    @property
+    def config(self) -> Optional[GroupKinematicsConfig]:
+        """The group's kinematics.yaml settings."""
+        return self._config
+
     # ------------------------------------------------------------ set-up
     def initialize(self, robot_description: str, group_name: str, base_frame: str,
                    tip_frames: Sequence[str], search_discretization: float = 0.005) -> bool:

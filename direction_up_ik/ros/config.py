@@ -22,6 +22,7 @@ YAML layout (``config/<robot>.yaml``)::
 from __future__ import annotations
 
 import math
+import pathlib
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -29,6 +30,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
+from ..core.search import SELECTIONS
 from ..core.settings import SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
@@ -107,6 +109,25 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   min_value=1, max_value=1000),
     ParameterSpec("limits.max_batch_size", "integer", 20000, "most targets (candidates x targets) "
                   "per request", min_value=1, max_value=10_000_000),
+    ParameterSpec("limits.max_seeds", "integer", 64, "most random starts per candidate and round "
+                  "of the multi-seed search (search.num_seeds or overrides.num_seeds)",
+                  min_value=0, max_value=100000),
+    ParameterSpec("search.num_seeds", "integer", 0, "multi-seed search: random in-limit starts per "
+                  "candidate and round besides the current state; 0 = the spec's single start",
+                  min_value=0, max_value=100000),
+    ParameterSpec("search.time_budget", "double", 0.0, "seconds per request for the search; 0 = none "
+                  "(then search.max_rounds rounds)", min_value=0.0, max_value=3600.0),
+    ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds when there is no time budget",
+                  min_value=1, max_value=100000),
+    ParameterSpec("search.selection", "string", "least_motion", "among a candidate's successes keep "
+                  "least_motion (the spec's cost) or limit_center"),
+    ParameterSpec("search.random_seed", "integer", 0, "seed of the start generator (same request, "
+                  "same answer); negative = from the OS", min_value=-1, max_value=2**62),
+    ParameterSpec("moveit.kinematics_yaml", "string", "", "MoveIt kinematics.yaml whose groups "
+                  "(direction_up_ik.base_frame / tip_frames) are served as moveit_msgs/GetPositionIK "
+                  "when moveit_msgs is installed; empty = no bridge", read_only=True),
+    ParameterSpec("moveit.service_name", "string", "", "GetPositionIK service name; empty = the "
+                  "groups' kinematics_solver_service_name (MoveIt's default solve_ik)", read_only=True),
     ParameterSpec("command.type", "string", "joint_state", "published command message: "
                   + ", ".join(COMMAND_TYPES), read_only=True),
     ParameterSpec("command.topic", "string", "~/joint_command", "topic of the joint command",
@@ -187,6 +208,14 @@ class NodeConfig:
     markers_enabled: bool
     markers_namespace: str
     markers_rate_hz: float
+    max_seeds: int
+    search_num_seeds: int
+    search_time_budget: float
+    search_max_rounds: int
+    search_selection: str
+    search_random_seed: int
+    moveit_kinematics_yaml: str
+    moveit_service_name: str
 
 
 def default_end_effector_names(values: Mapping[str, Any]) -> Tuple[str, ...]:
@@ -322,6 +351,15 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     if not math.isfinite(rate) or rate <= 0.0:
         raise ConfigError("markers.rate_hz", f"must be > 0, got {rate}")
     _check_range("markers.rate_hz", rate)
+    for name in ("limits.max_seeds", "search.num_seeds", "search.max_rounds", "search.random_seed"):
+        ints[name] = _check_range(name, _number(values, name, "integer"))
+    budget = _number(values, "search.time_budget", "double")
+    if not math.isfinite(budget):
+        raise ConfigError("search.time_budget", "must be finite")
+    _check_range("search.time_budget", budget)
+    selection = get("search.selection")
+    if selection not in SELECTIONS:
+        raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
@@ -331,7 +369,11 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         max_batch_size=ints["limits.max_batch_size"], command_type=command_type,
         command_topic=get("command.topic"), command_joint_order=tuple(get("command.joint_order") or ()),
         command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")),
-        markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate)
+        markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate,
+        max_seeds=ints["limits.max_seeds"], search_num_seeds=ints["search.num_seeds"],
+        search_time_budget=budget, search_max_rounds=ints["search.max_rounds"], search_selection=selection,
+        search_random_seed=ints["search.random_seed"], moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
+        moveit_service_name=get("moveit.service_name"))
 
 
 def load_robot_model(config: NodeConfig):
@@ -373,3 +415,35 @@ def load_robot_model(config: NodeConfig):
             raise ConfigError("command.joint_order",
                               f"unknown joint '{name}'; joints: {list(model.joint_names)}")
     return model
+
+
+def robot_description_text(config: NodeConfig) -> str:
+    """The URDF XML of the configured robot (robot_description, urdf_path or bundled)."""
+    if config.robot_description:
+        return config.robot_description
+    path = config.urdf_path or str(bundled_robot(config.robot).urdf_path())
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ConfigError("urdf_path" if config.urdf_path else "robot", f"cannot read '{path}': {exc}") from None
+
+
+def load_moveit_plugins(config: NodeConfig):
+    """{group: DirectionUpKinematicsPlugin} for ``moveit.kinematics_yaml`` ({} when unset).
+
+    Raises:
+        ConfigError: unreadable or invalid kinematics.yaml, groups the robot cannot serve.
+    """
+    if not config.moveit_kinematics_yaml:
+        return {}
+    from ..moveit.bridge import make_plugins
+    from ..moveit.kinematics_yaml import KinematicsYamlError, load_kinematics_yaml
+
+    try:
+        if not pathlib.Path(config.moveit_kinematics_yaml).is_file():
+            raise KinematicsYamlError(f"file '{config.moveit_kinematics_yaml}' not found")
+        groups = load_kinematics_yaml(config.moveit_kinematics_yaml)
+        return make_plugins(robot_description_text(config), groups)
+    except (KinematicsYamlError, ValueError) as exc:
+        raise ConfigError("moveit.kinematics_yaml", str(exc)) from None

@@ -162,3 +162,29 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
         results.append(item)
     response.results = results
     return response
+
+
+def search_options(config, overrides):
+    """Keyword arguments of ``search_problem`` for a request, or None for the spec's single start.
+
+    Request fields win over the node's ``search.*`` parameters; 0 = unset.
+
+    Raises:
+        RequestError: INVALID_REQUEST for a non-finite or negative time budget,
+            REQUEST_TOO_LARGE for more seeds than ``limits.max_seeds``.
+    """
+    num_seeds = int(overrides.num_seeds) or config.search_num_seeds
+    budget = float(overrides.time_budget)
+    if not math.isfinite(budget) or budget < 0:
+        raise RequestError(Response.INVALID_REQUEST, f"overrides.time_budget: must be finite and >= 0 "
+                                                     f"seconds (0 = use the parameter), got {budget}")
+    if num_seeds > config.max_seeds:
+        raise RequestError(Response.REQUEST_TOO_LARGE, f"overrides.num_seeds: {num_seeds} exceeds "
+                                                       f"limits.max_seeds={config.max_seeds}")
+    if num_seeds == 0:
+        return None
+    budget = budget or config.search_time_budget
+    seed = int(overrides.random_seed) or config.search_random_seed
+    return dict(num_seeds=num_seeds, time_budget=budget or None,
+                max_rounds=None if budget else config.search_max_rounds, selection=config.search_selection,
+                random_seed=None if seed < 0 else seed)

@@ -42,13 +42,17 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from direction_up_ik.msg import DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
 
-from ..core import DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, solve_problem
+from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
+                    solve_problem)
 from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
-                     load_robot_model)
-from .conversions import RequestError, fill_response, settings_with_overrides, targets_from_candidates
+                     load_moveit_plugins, load_robot_model)
+from .conversions import (RequestError, fill_response, search_options, settings_with_overrides,
+                          targets_from_candidates)
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore
+# The GetPositionIK bridge is the MoveIt front end's message-independent conversion.
+from ..moveit.bridge import solve_position_ik  # noqa: E402
 
 Response = SolveDirectionUpIK.Response
 
@@ -106,6 +110,9 @@ class DirectionUpIKNode(Node):
                                  QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
         self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve)
+        self._moveit_plugins = load_moveit_plugins(self._config)
+        if self._moveit_plugins:
+            self._serve_moveit_bridge()
         # RViz interactive markers (markers.*): drag targets, solved through solve().
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
                                     self.solve) if self._config.markers_enabled else None)
@@ -238,10 +245,8 @@ class DirectionUpIKNode(Node):
         if total > config.max_batch_size:
             raise RequestError(Response.REQUEST_TOO_LARGE, f"candidates: {total} targets in all exceeds "
                                f"limits.max_batch_size={config.max_batch_size}")
-        if request.overrides.num_seeds or request.overrides.time_budget:
-            raise RequestError(Response.INVALID_REQUEST, "overrides.num_seeds/time_budget: the multi-seed "
-                               "search is not available in this version; leave them 0")
         settings = settings_with_overrides(config.solver, request.overrides)
+        search = search_options(config, request.overrides)
         active_names = list(request.active_joints) or list(config.active_joints)
         unknown = [n for n in active_names if n not in self._joint_ids]
         if unknown:
@@ -263,13 +268,38 @@ class DirectionUpIKNode(Node):
             self._robot.joint_q[:] = q0
             try:
                 problem = build_problem(self._robot, targets, active, "cpu", None, settings)
-                return solve_problem(problem), names
+                if search is None:
+                    return solve_problem(problem), names
+                return search_problem(problem, **search).result, names
             except JointLimitError as exc:
                 raise RequestError(Response.JOINT_STATE_OUT_OF_LIMITS, str(exc)) from None
             except NumericalFailure as exc:
                 raise RequestError(Response.NUMERICAL_FAILURE, str(exc)) from None
             except DirectionUpIKError as exc:
                 raise RequestError(Response.INVALID_REQUEST, str(exc)) from None
+
+    def _serve_moveit_bridge(self) -> None:
+        """moveit_msgs/srv/GetPositionIK for srv_kinematics_plugin, when moveit_msgs imports."""
+        groups = sorted(self._moveit_plugins)
+        try:
+            from moveit_msgs.srv import GetPositionIK
+        except ImportError:
+            self.get_logger().warning(
+                f"moveit.kinematics_yaml groups {groups} loaded, but moveit_msgs is not installed: "
+                "the GetPositionIK bridge is off")
+            return
+        name = self._config.moveit_service_name or next(
+            iter(self._moveit_plugins.values())).config.service_name
+        self.create_service(GetPositionIK, name, self._on_get_position_ik)
+        self.get_logger().info(f"serving moveit_msgs/GetPositionIK on '{name}' for groups {groups}")
+
+    def _on_get_position_ik(self, request, response):
+        with self._solve_lock:
+            answer = solve_position_ik(self._moveit_plugins, request.ik_request)
+        response.solution.joint_state.name = answer.joint_names
+        response.solution.joint_state.position = [float(v) for v in answer.positions]
+        response.error_code.val = int(answer.error_code)
+        return response
 
     # ------------------------------------------------------------- output
     def _make_command_publisher(self):

@@ -424,6 +424,62 @@ def test_live_parameter_updates_apply_to_the_next_solve(ros):
     assert response.error_code == Response.SUCCESS and response.results[0].iterations > 1
 
 
+def test_multi_seed_search_from_request_fields_and_parameters(ros):
+    """num_seeds in the request (or search.num_seeds) solves targets the single start misses."""
+    node = ros.start_node("panda_like")
+    model = node.model = load_robot("panda_like")
+    node.start = mid_range(model)
+    node.publish_full_state(node.start)
+    rng = np.random.default_rng(5)
+    goals = rng.uniform(model.lower_limits, model.upper_limits, size=(12, model.num_dofs))
+    candidates = [candidate_at(model, g, node.ee_names) for g in goals]
+
+    def solve_all(**overrides):
+        req = request(*candidates)
+        for key, value in overrides.items():
+            setattr(req.overrides, key, value)
+        response = node.solve(req)
+        assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION), response.message
+        return np.array([r.success for r in response.results]), response
+
+    single, _ = solve_all()
+    assert node.set_param("search.max_rounds", 6).successful  # rounds until each candidate succeeds
+    searched, response = solve_all(num_seeds=8, random_seed=3)
+    assert single.sum() < len(goals) and searched.sum() == len(goals)
+    for r, g in zip(response.results, goals):  # every success is real (node-independent FK)
+        tcp = model.tcp_transforms(np.array(r.joint_positions))[0]
+        assert np.linalg.norm(tcp[:3, 3] - model.tcp_transforms(g)[0][:3, 3]) < 1e-3
+    again, response2 = solve_all(num_seeds=8, random_seed=3)
+    assert [r.joint_positions for r in response.results] == [r.joint_positions for r in response2.results]
+    # The same through the node's parameters.
+    assert node.set_param("search.num_seeds", 8).successful
+    by_param, _ = solve_all()
+    assert by_param.sum() == len(goals)
+    assert not node.set_param("search.selection", "closest").successful
+    assert not node.set_param("search.time_budget", -1.0).successful
+
+
+def test_moveit_bridge_configuration(ros, ros_context):
+    """moveit.kinematics_yaml is validated at start-up; the service needs moveit_msgs."""
+    import importlib.util
+    yaml_path = str(REPO / "config" / "panda_like_kinematics.yaml")
+    node = ros.start_node("panda_like", params={"moveit.kinematics_yaml": yaml_path})
+    assert sorted(node.node._moveit_plugins) == ["panda_arm"]
+    services = dict(node.node.get_service_names_and_types())
+    served = [n for n, types in services.items() if "moveit_msgs/srv/GetPositionIK" in types]
+    if importlib.util.find_spec("moveit_msgs") is None:
+        assert served == []  # logged a warning instead
+    else:  # pragma: no cover - moveit_msgs is not installable from PyPI
+        assert served and served[0].endswith("solve_ik")
+    with pytest.raises(ConfigError, match="moveit.kinematics_yaml.*not found"):
+        DirectionUpIKNode(context=ros_context, parameter_overrides=[
+            Parameter("robot", value="panda_like"), Parameter("moveit.kinematics_yaml", value="/nope.yaml")])
+    bad = REPO / "config" / "ur5_like_kinematics.yaml"  # its base/tips do not exist on the panda
+    with pytest.raises(ConfigError, match="moveit.kinematics_yaml.*manipulator"):
+        DirectionUpIKNode(context=ros_context, parameter_overrides=[
+            Parameter("robot", value="panda_like"), Parameter("moveit.kinematics_yaml", value=str(bad))])
+
+
 @pytest.mark.parametrize("name, value, words", [
     ("solver.damping", -1.0, ["solver.damping"]),
     ("solver.damping", 0.0, ["solver.damping"]),
@@ -568,8 +624,10 @@ BAD_REQUESTS = {
     "negative_override": (_overrides(damping=-1.0), Response.INVALID_REQUEST, ["overrides.damping"]),
     "nan_override": (_overrides(position_tol=math.nan), Response.INVALID_REQUEST, ["overrides.position_tol"]),
     "inf_override": (_overrides(max_step_norm=math.inf), Response.INVALID_REQUEST, ["overrides.max_step_norm"]),
-    "num_seeds": (_overrides(num_seeds=3), Response.INVALID_REQUEST, ["num_seeds"]),
-    "time_budget": (_overrides(time_budget=0.5), Response.INVALID_REQUEST, ["time_budget"]),
+    "too_many_seeds": (_overrides(num_seeds=65), Response.REQUEST_TOO_LARGE,
+                       ["overrides.num_seeds", "limits.max_seeds=64"]),
+    "negative_budget": (_overrides(time_budget=-0.5), Response.INVALID_REQUEST, ["overrides.time_budget"]),
+    "nan_budget": (_overrides(time_budget=math.nan), Response.INVALID_REQUEST, ["overrides.time_budget"]),
 }
 
 
