@@ -50,24 +50,6 @@ RED = COLOURS["failed"]
 
 
 # ----------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def ros_context():
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=int(os.environ.get("ROS_DOMAIN_ID", "77")))
-    try:
-        yield context
-    finally:
-        rclpy.shutdown(context=context)
-
-
-@pytest.fixture
-def ros(ros_context):
-    harness = Harness(ros_context)
-    yield harness
-    harness.close()
-
-
 @pytest.fixture
 def rig(ros):
     """A dual-arm node with markers, its joint state at START, and a connected RViz-like client."""

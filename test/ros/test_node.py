@@ -41,28 +41,8 @@ UR5_START = np.array([0.2, -1.2, 1.4, -1.6, -1.5, 0.3])  # away from the stretch
 
 # ----------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def ros_context():
-    """One rclpy context for the module, on this machine only."""
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=int(os.environ.get("ROS_DOMAIN_ID", "77")))
-    try:
-        yield context
-    finally:
-        rclpy.shutdown(context=context)
-
-
-@pytest.fixture(scope="module")
 def shared(ros_context):
     """Harness whose nodes live for the whole module (read-only use only)."""
-    harness = Harness(ros_context)
-    yield harness
-    harness.close()
-
-
-@pytest.fixture
-def ros(ros_context):
-    """Harness for nodes a test may change (joint states, parameters)."""
     harness = Harness(ros_context)
     yield harness
     harness.close()
