@@ -34,9 +34,12 @@ def validate_transform(xform, field: str, error=InputValidationError) -> np.ndar
     (tolerance 1e-6).
     """
     try:
-        t = np.array(xform, dtype=np.float64)
-    except (TypeError, ValueError):
+        complex_values = bool(np.iscomplexobj(xform))
+        t = None if complex_values else np.array(xform, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
         raise error(field, "must be a 4x4 numeric transform") from None
+    if complex_values:
+        raise error(field, "must be a 4x4 real transform, got complex values")
     if t.shape != (4, 4):
         raise error(field, f"must have shape (4, 4), got {t.shape}")
     if not np.all(np.isfinite(t)):
@@ -44,7 +47,8 @@ def validate_transform(xform, field: str, error=InputValidationError) -> np.ndar
     if not np.allclose(t[3], (0.0, 0.0, 0.0, 1.0), atol=1e-9):
         raise error(field, "last row must be (0, 0, 0, 1)")
     r = t[:3, :3]
-    if not np.allclose(r @ r.T, np.eye(3), atol=1e-6) or np.linalg.det(r) < 0.0:
+    if np.max(np.abs(r)) > 1.0 + 1e-6 or not np.allclose(r @ r.T, np.eye(3), atol=1e-6) \
+            or np.linalg.det(r) < 0.0:
         raise error(field, "rotation part must be orthonormal with determinant +1")
     t.setflags(write=False)
     return t

@@ -124,7 +124,8 @@ def _check_active(robot: RobotKinematics, active_dof_ids) -> np.ndarray:
     d = robot.num_dofs
     if active_dof_ids is None:
         return np.arange(d, dtype=np.int64)
-    if isinstance(active_dof_ids, (str, bytes)) or not hasattr(active_dof_ids, "__iter__"):
+    if isinstance(active_dof_ids, (str, bytes)) or not hasattr(active_dof_ids, "__iter__") \
+            or (isinstance(active_dof_ids, np.ndarray) and active_dof_ids.ndim != 1):
         raise InputTypeError("active_dof_ids", "expected None or a tuple of joint coordinate indices")
     ids = list(active_dof_ids)
     for i in ids:

@@ -63,7 +63,10 @@ class SolverSettings:
             if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating,
                                                                  np.integer)):
                 raise InputTypeError(field.name, f"must be a finite positive number, got {value!r}")
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an int beyond the float range
+                value = math.inf
             if not math.isfinite(value) or value <= 0.0:
                 raise InputValidationError(field.name,
                                            f"must be a finite positive number, got {value!r}")

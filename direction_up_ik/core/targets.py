@@ -53,7 +53,8 @@ def as_vector3(value, field: str) -> np.ndarray:
         InputTypeError: not a sequence of three real numbers.
         DirectionValidationError: a component is NaN or infinite.
     """
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or \
+            (isinstance(value, np.ndarray) and value.ndim != 1):
         raise InputTypeError(field, f"expected a 3-sequence of numbers, got {type(value).__name__}")
     if len(value) != 3:
         raise InputTypeError(field, f"expected 3 components, got {len(value)}")
@@ -61,7 +62,11 @@ def as_vector3(value, field: str) -> np.ndarray:
         if isinstance(component, bool) or not isinstance(component, (numbers.Real, np.number)) \
                 or isinstance(component, np.complexfloating):
             raise InputTypeError(field, f"components must be real numbers, got {component!r}")
-    out = np.array([float(c) for c in value], dtype=np.float64)
+    try:
+        out = np.array([float(c) for c in value], dtype=np.float64)
+    except OverflowError:  # an int beyond the float range
+        raise DirectionValidationError(field, "every component must be finite, got an integer "
+                                              "beyond the float range") from None
     if not np.all(np.isfinite(out)):
         raise DirectionValidationError(field, f"every component must be finite, got {out.tolist()}")
     return out
