@@ -1,6 +1,7 @@
 """Benchmark of the spec solver on the bundled robots (a script, not a test).
 
     python -m direction_up_ik.bench [--targets 1000] [--robots panda_like dual_arm_torso]
+        [--backend {numpy,numba,auto}] [--compare-backends] [--search]
 
 For each robot: N reproducible random reachable full-pose targets (FK of random
 in-limit configurations, TCP convention, all end effectors in one candidate),
@@ -13,12 +14,21 @@ all solved from the same fixed start (the middle of the joint limits):
 * B = N: wall time per candidate of one batched call,
 * the speed-up of the batched call over the loop, and whether both agree.
 
+``--backend`` picks the solver backend (default auto: the compiled numba one
+when available); ``--compare-backends`` runs numpy and numba on the same
+targets and prints them side by side (success rates must be identical). The
+numba kernels are compiled or loaded before timing (``fast.warm_up``).
+``--search`` adds the multi-seed search (``robo_search_ik_direction_up``,
+7 seeds, 5 ms budget), one target at a time: success rate, median/p95 ms.
+
 Timings are wall clock on a shared machine: compare the ratios of one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import platform
@@ -55,13 +65,13 @@ def reachable_candidates(robot, configurations: np.ndarray) -> List[tuple]:
                   for e in range(robot.num_end_effectors)) for t in tcp]
 
 
-def bench_robot(name: str, n: int, seed: int) -> Dict:
+def bench_robot(name: str, n: int, seed: int, backend: str = "auto") -> Dict:
     """Run the benchmark for one bundled robot; returns the figures as a dict."""
     robot = load_robot(name)
     robot.joint_q[:] = mid_range(robot)
     rng = np.random.default_rng(seed)
     candidates = reachable_candidates(robot, random_configurations(robot, rng, n))
-    solve = robo_solve_ik_direction_up_multi_batch
+    solve = functools.partial(robo_solve_ik_direction_up_multi_batch, backend=backend)
     solve(robot, candidates[:2], max_position_error=MAX_POSITION_ERROR)  # warm caches
 
     times, loop_success, loop_q = [], [], []
@@ -78,7 +88,7 @@ def bench_robot(name: str, n: int, seed: int) -> Dict:
     times_ms = np.array(times) * 1e3
     per_candidate_batch_ms = batch_time * 1e3 / n
     return {
-        "robot": name, "dofs": robot.num_dofs, "end_effectors": robot.num_end_effectors,
+        "robot": name, "backend": backend, "dofs": robot.num_dofs, "end_effectors": robot.num_end_effectors,
         "targets": n, "seed": seed,
         "success_rate": float(batch.success.mean()),
         "loop_success_rate": float(np.mean(loop_success)),
@@ -91,19 +101,96 @@ def bench_robot(name: str, n: int, seed: int) -> Dict:
         "batch_per_candidate_ms": per_candidate_batch_ms,
         "batch_speedup_vs_loop": float(np.sum(times) / batch_time),
         "median_iterations": float(np.median(batch.iterations)),
+        "_batch_success": batch.success.tolist(),  # not written to --json
     }
 
 
+@contextlib.contextmanager
+def auto_backend(backend: str):
+    """Make "auto" mean ``backend`` (the search has no backend argument of its own)."""
+    from .core.solver import BACKEND_ENV
+    saved = os.environ.get(BACKEND_ENV)
+    if backend != "auto":
+        os.environ[BACKEND_ENV] = backend
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(BACKEND_ENV, None)
+        else:
+            os.environ[BACKEND_ENV] = saved
+
+
+def bench_search(name: str, n: int, seed: int, backend: str = "auto", num_seeds: int = 7,
+                 time_budget: float = 0.005) -> Dict:
+    """Multi-seed search on N reachable targets, one call per target (same targets as bench_robot)."""
+    from .core.search import robo_search_ik_direction_up
+    robot = load_robot(name)
+    robot.joint_q[:] = mid_range(robot)
+    rng = np.random.default_rng(seed)
+    candidates = reachable_candidates(robot, random_configurations(robot, rng, n))
+    search = functools.partial(robo_search_ik_direction_up, robot, max_position_error=MAX_POSITION_ERROR,
+                               num_seeds=num_seeds, time_budget=time_budget)
+    times, success, rounds = [], [], []
+    with auto_backend(backend):
+        search([candidates[0]])  # warm caches
+        for cand in candidates:
+            t0 = time.perf_counter()
+            out = search([cand])
+            times.append(time.perf_counter() - t0)
+            success.append(int(out.result.success[0]))
+            rounds.append(out.rounds)
+    times_ms = np.array(times) * 1e3
+    return {"robot": name, "backend": backend, "targets": n, "num_seeds": num_seeds,
+            "time_budget_ms": time_budget * 1e3, "success_rate": float(np.mean(success)),
+            "median_ms": float(np.median(times_ms)), "p95_ms": float(np.percentile(times_ms, 95)),
+            "mean_rounds": float(np.mean(rounds))}
+
+
+def format_search_table(rows: List[Dict]) -> str:
+    head = (f"{'search':<16}{'backend':>8}{'seeds':>6}{'budget ms':>10}{'N':>6}{'success':>9}"
+            f"{'med ms':>9}{'p95 ms':>9}{'rounds':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['robot']:<16}{r['backend']:>8}{r['num_seeds']:>6}{r['time_budget_ms']:>10.1f}"
+                     f"{r['targets']:>6}{100 * r['success_rate']:>8.1f}%{r['median_ms']:>9.2f}"
+                     f"{r['p95_ms']:>9.2f}{r['mean_rounds']:>8.2f}")
+    return "\n".join(lines)
+
+
 def format_table(rows: List[Dict]) -> str:
-    head = (f"{'robot':<16}{'DOF':>4}{'EE':>3}{'N':>6}{'success':>9}{'B=1 med ms':>12}"
+    head = (f"{'robot':<16}{'backend':>8}{'DOF':>4}{'EE':>3}{'N':>6}{'success':>9}{'B=1 med ms':>12}"
             f"{'B=1 p95 ms':>12}{'B=N ms/cand':>13}{'speed-up':>10}{'batch==loop':>13}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['robot']:<16}{r['dofs']:>4}{r['end_effectors']:>3}{r['targets']:>6}"
+        lines.append(f"{r['robot']:<16}{r['backend']:>8}{r['dofs']:>4}{r['end_effectors']:>3}"
+                     f"{r['targets']:>6}"
                      f"{100 * r['success_rate']:>8.1f}%{r['b1_median_ms']:>12.2f}{r['b1_p95_ms']:>12.2f}"
                      f"{r['batch_per_candidate_ms']:>13.3f}{r['batch_speedup_vs_loop']:>9.1f}x"
                      f"{str(r['batch_matches_loop']):>13}")
     return "\n".join(lines)
+
+
+def format_comparison(rows: List[Dict]) -> str:
+    """numba against numpy per robot: speed-ups and whether the successes are identical."""
+    by = {(r["robot"], r["backend"]): r for r in rows}
+    head = (f"{'robot':<16}{'B=1 med x':>10}{'B=1 p95 x':>10}{'B=N x':>8}{'same success':>14}")
+    lines = [head, "-" * len(head)]
+    for robot in dict.fromkeys(r["robot"] for r in rows):
+        a, b = by[(robot, "numpy")], by[(robot, "numba")]
+        lines.append(f"{robot:<16}{a['b1_median_ms'] / b['b1_median_ms']:>9.1f}x"
+                     f"{a['b1_p95_ms'] / b['b1_p95_ms']:>9.1f}x"
+                     f"{a['batch_per_candidate_ms'] / b['batch_per_candidate_ms']:>7.1f}x"
+                     f"{str(a['_batch_success'] == b['_batch_success']):>14}")
+    return "\n".join(lines)
+
+
+def warm_up_numba() -> None:
+    """Compile or load the numba kernels (not timed); prints how long it took."""
+    import numba
+
+    from .core import fast
+    print(f"numba {numba.__version__}: kernels ready in {fast.warm_up():.1f} s", flush=True)
 
 
 def main(argv=None) -> int:
@@ -114,20 +201,44 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.add_argument("--plot", help="also draw one solved example per robot into this PNG "
                                        "(<stem>_<robot>.png for several robots; needs matplotlib)")
+    parser.add_argument("--backend", choices=("numpy", "numba", "auto"), default="auto",
+                        help="solver backend (default auto: numba when available)")
+    parser.add_argument("--compare-backends", action="store_true",
+                        help="run numpy and numba on the same targets, side by side")
+    parser.add_argument("--search", action="store_true",
+                        help="also time the multi-seed search (7 seeds, 5 ms) one target at a time")
     args = parser.parse_args(argv)
     if args.targets < 2:
         parser.error("--targets must be at least 2")
     print(f"direction_up_ik benchmark: {args.targets} random reachable full-pose targets per robot, "
           f"start = mid-range, spec defaults (max_position_error={MAX_POSITION_ERROR})")
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
+    backends = ("numpy", "numba") if args.compare_backends else (args.backend,)
+    if "numpy" not in backends or len(backends) > 1:
+        try:
+            warm_up_numba()
+        except ImportError as exc:
+            if args.backend == "auto" and not args.compare_backends:
+                print(f"numba unavailable ({exc}): auto uses numpy")
+            else:
+                parser.error(f"numba unavailable: {exc}")
     rows = []
     for name in args.robots:
-        rows.append(bench_robot(name, args.targets, args.seed))
-        print(f"  {name}: done", flush=True)
+        for backend in backends:
+            rows.append(bench_robot(name, args.targets, args.seed, backend))
+            print(f"  {name} ({backend}): done", flush=True)
     print(format_table(rows))
+    if args.compare_backends:
+        print(format_comparison(rows))
+    if args.search:
+        search_rows = [bench_search(name, args.targets, args.seed, backend)
+                       for name in args.robots for backend in backends]
+        print(format_search_table(search_rows))
+        rows = rows + search_rows
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(rows, handle, indent=2)
+            json.dump([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
+                      handle, indent=2)
         print(f"wrote {args.json}")
     if args.plot:
         from .plot import plot_solved_example

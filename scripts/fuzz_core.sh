@@ -6,8 +6,7 @@
 #   scripts/fuzz_core.sh [extra pytest args, e.g. -k junk -x]
 #
 # Environment: VENV (default <repo>/.venv); DIRECTION_UP_IK_BACKEND=numpy|numba picks the
-# solver backend; FUZZ_KNOWN_BUGS=1 also draws inputs that trigger already reported core
-# bugs (see known_bug() in test/core/strategies.py). Failing examples are saved in
+# solver backend. Failing examples are saved in
 # .hypothesis/ and replayed first by the next run. Exit status: pytest's.
 set -uo pipefail
 

@@ -14,7 +14,7 @@ Units: metres and radians (REP 103).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,6 +56,53 @@ def validate_transform(xform, field: str, error=InputValidationError) -> np.ndar
 
 def _model_error(field: str, rule: str) -> RobotModelError:
     return RobotModelError(f"{field}: {rule}")
+
+
+class KernelArrays(NamedTuple):
+    """Read-only, C-contiguous copies of a model's precomputed tree arrays.
+
+    K nodes (movable joints, mimic ones included, parents before children),
+    E end effectors, D joint coordinates; metres and radians. What
+    :meth:`RobotKinematics._node_frames` and
+    :meth:`RobotKinematics.joint_perturbed_tcp_poses` compute from, for compiled
+    kernels (:mod:`direction_up_ik.core.fast`).
+
+    Attributes:
+        node_parent: (K,) int64 parent node, -1 = the root link.
+        node_dof: (K,) int64 coordinate that drives the node.
+        node_scale, node_offset: (K,) float64, joint value = scale * q[dof] + offset.
+        node_type: (K,) int64, 0 revolute (continuous included), 1 prismatic.
+        node_rot: (K, 3, 3) R_o, rotation of the joint origin in the parent frame.
+        node_pos: (K, 3) p_o, position of the joint origin in the parent frame.
+        node_rot_cross: (K, 3, 3) R_o [a]x; node_rot_outer: (K, 3, 3) R_o a a^T.
+        node_axis_parent: (K, 3) R_o a; node_axis_local: (K, 3) a (joint frame).
+        ee_node: (E,) int64 node carrying each end effector's link, -1 = root.
+        ee_fixed: (E, 4, 4) node frame -> TCP transform.
+        ee_chain_nodes: (C,) int64 ancestors of every EE node, in tree order.
+        dof_node: (D,) int64 the one node a coordinate drives on a TCP chain
+            (-1: none, or a mimic joint sits on a TCP chain).
+        dof_moves_tcp: (D, E) bool, coordinate d moves TCP e.
+        mimic_on_tcp_chain: True when a mimic (scaled/offset) joint sits on a TCP
+            chain; then perturbed poses need full FK.
+    """
+
+    node_parent: np.ndarray
+    node_dof: np.ndarray
+    node_scale: np.ndarray
+    node_offset: np.ndarray
+    node_type: np.ndarray
+    node_rot: np.ndarray
+    node_pos: np.ndarray
+    node_rot_cross: np.ndarray
+    node_rot_outer: np.ndarray
+    node_axis_parent: np.ndarray
+    node_axis_local: np.ndarray
+    ee_node: np.ndarray
+    ee_fixed: np.ndarray
+    ee_chain_nodes: np.ndarray
+    dof_node: np.ndarray
+    dof_moves_tcp: np.ndarray
+    mimic_on_tcp_chain: bool
 
 
 class RobotKinematics:
@@ -165,6 +212,14 @@ class RobotKinematics:
         self._dof_index = {name: i for i, name in enumerate(self.joint_names)}
         self.lower_limits = np.array([j.lower for j in dof_joints], dtype=np.float64)
         self.upper_limits = np.array([j.upper for j in dof_joints], dtype=np.float64)
+        # joint_q is float32: a range that holds no float32 value (a locked joint at, say,
+        # 0.1) becomes that float32 value, or no returned state could be within the limits.
+        for i in range(len(dof_joints)):
+            lo, hi = self.lower_limits[i], self.upper_limits[i]
+            inner = np.nextafter(np.float32(lo), np.float32(np.inf)) if np.float32(lo) < lo \
+                else np.float32(lo)
+            if np.isfinite(lo) and np.isfinite(hi) and float(inner) > hi:
+                self.lower_limits[i] = self.upper_limits[i] = float(np.float32(0.5 * (lo + hi)))
         self.lower_limits.setflags(write=False)
         self.upper_limits.setflags(write=False)
 
@@ -312,6 +367,33 @@ class RobotKinematics:
             raise InputValidationError(
                 "joint name", f"unknown joint '{name}'{hint}; joints: {list(self.joint_names)}"
             ) from None
+
+    def kernel_arrays(self) -> KernelArrays:
+        """The precomputed tree arrays as a :class:`KernelArrays` (built once, cached).
+
+        Pure accessor: read-only copies, the model itself is not changed.
+        """
+        cached = self.__dict__.get("_kernel_arrays_cache")
+        if cached is None:
+            def frozen(array, dtype):
+                out = np.ascontiguousarray(np.array(array, dtype=dtype))
+                out.setflags(write=False)
+                return out
+            f8, i8 = np.float64, np.int64
+            cached = KernelArrays(
+                node_parent=frozen(self._node_parent, i8), node_dof=frozen(self._node_dof, i8),
+                node_scale=frozen(self._node_scale, f8), node_offset=frozen(self._node_offset, f8),
+                node_type=frozen(self._node_type, i8), node_rot=frozen(self._node_rot, f8),
+                node_pos=frozen(self._node_pos, f8), node_rot_cross=frozen(self._node_rot_cross, f8),
+                node_rot_outer=frozen(self._node_rot_outer, f8),
+                node_axis_parent=frozen(self._node_axis_parent, f8),
+                node_axis_local=frozen(self._node_axis_local, f8),
+                ee_node=frozen(self._ee_node, i8), ee_fixed=frozen(self._ee_fixed, f8),
+                ee_chain_nodes=frozen(np.array(self._ee_chain_nodes, dtype=i8).reshape(-1), i8),
+                dof_node=frozen(self._dof_node, i8), dof_moves_tcp=frozen(self.dof_moves_tcp, bool),
+                mimic_on_tcp_chain=bool(self._mimic_on_tcp_chain))
+            self._kernel_arrays_cache = cached
+        return cached
 
     # ---------------------------------------------------------------- FK
     def _node_frames(self, q: np.ndarray, nodes: Sequence[int], root: np.ndarray):

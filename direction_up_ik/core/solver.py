@@ -23,13 +23,14 @@ returned ``joint_q``.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Optional
 
 import numpy as np
 
 from . import result as res
-from .errors import NumericalFailure
+from .errors import InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
@@ -42,7 +43,7 @@ def robo_solve_ik_direction_up_multi_batch(
         max_position_error: float, root_world_xform=None, max_iters: int = 32,
         position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
         rotation_weight: float = 1.0, damping: float = 1e-3,
-        max_step_norm: float = 0.25) -> IKBatchResult:
+        max_step_norm: float = 0.25, backend: str = "auto") -> IKBatchResult:
     """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
 
     Args:
@@ -58,6 +59,7 @@ def robo_solve_ik_direction_up_multi_batch(
         max_iters, position_tol (m), frame_tol_rad (rad), position_weight,
         rotation_weight, damping, max_step_norm (rad/m): see
             :class:`~direction_up_ik.core.settings.SolverSettings`.
+        backend: "numpy", "numba" or "auto"; see :func:`solve_problem`.
     Returns:
         IKBatchResult (unreachable targets are ``success == 0``, not exceptions).
     Raises:
@@ -70,11 +72,64 @@ def robo_solve_ik_direction_up_multi_batch(
         frame_tol_rad=frame_tol_rad, position_weight=position_weight,
         rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
-    return solve_problem(problem)
+    return solve_problem(problem, backend=backend)
+
+
+#: Values of ``backend``; "auto" = numba when importable and the robot is supported.
+BACKENDS = ("numpy", "numba", "auto")
+#: Environment variable that overrides what "auto" picks ("numpy" or "numba").
+BACKEND_ENV = "DIRECTION_UP_IK_BACKEND"
+_fast_module = None  # direction_up_ik.core.fast once imported, or the ImportError
+
+
+def _fast_backend(problem: IKProblem, backend: str):
+    """The compiled backend module to use for ``problem``, or None for numpy."""
+    global _fast_module
+    if backend not in BACKENDS:
+        raise InputValidationError("backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
+    if backend == "auto" and os.environ.get(BACKEND_ENV) in ("numpy", "numba"):
+        backend = os.environ[BACKEND_ENV]
+    if backend == "numpy":
+        return None
+    if _fast_module is None:
+        try:
+            from . import fast as _fast_module
+        except (ImportError, OSError) as exc:  # numba missing, or broken / incompatible
+            _fast_module = exc
+    if isinstance(_fast_module, Exception):
+        if backend == "numba":
+            raise InputValidationError("backend", f"'numba' is unavailable ({_fast_module}); "
+                                                  "install requirements/core.txt") from _fast_module
+        return None
+    if not _fast_module.supports(problem):
+        if backend == "numba":
+            raise InputValidationError("backend", "'numba' does not support this robot model "
+                                                  f"({type(problem.robot).__name__})")
+        return None
+    return _fast_module
+
+
+def warm_up_backend() -> Optional[float]:
+    """Compile (or load from numba's disk cache) the kernel "auto" would use.
+
+    Returns seconds taken, or None when "auto" runs the numpy backend. Long-running
+    processes (the ROS node) call it at start-up so no request pays the compile time.
+    """
+    global _fast_module
+    if os.environ.get(BACKEND_ENV) == "numpy":
+        return None
+    if _fast_module is None:
+        try:
+            from . import fast as _fast_module
+        except (ImportError, OSError) as exc:
+            _fast_module = exc
+    if isinstance(_fast_module, Exception):
+        return None
+    return _fast_module.warm_up()
 
 
 def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
-                  deadline: Optional[float] = None) -> IKBatchResult:
+                  deadline: Optional[float] = None, backend: str = "auto") -> IKBatchResult:
     """Iterate a built problem.
 
     Args:
@@ -85,9 +140,32 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             are still ranked by joint motion from the current state.
         deadline: ``time.perf_counter()`` value after which no new iteration
             starts; candidates still running stop with reason ``time_budget``.
+        backend: "numpy" (this module, the reference), "numba" (the compiled
+            :mod:`~direction_up_ik.core.fast`, same results, 10-100x faster for
+            small batches) or "auto": numba when it imports and supports the
+            robot, else numpy; the environment variable ``DIRECTION_UP_IK_BACKEND``
+            (numpy / numba) overrides what "auto" picks.
     """
+    fast = _fast_backend(problem, backend)
+    if fast is not None:
+        try:
+            return fast.solve(problem, q_start, deadline)
+        except np.linalg.LinAlgError:
+            pass  # an exactly singular DLS system (tiny damping): the numpy path handles it
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         return _Solver(problem).run(q_start, deadline)
+
+
+def _solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Batched ``matrix (n, A, A) x = rhs (n, A)``; the least-norm solution when singular.
+
+    With a tiny ``damping`` and identical Jacobian columns J^T J + damping I can be
+    exactly singular in floating point; the pseudo-inverse then gives the smallest step.
+    """
+    try:
+        return np.linalg.solve(matrix, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        return (np.linalg.pinv(matrix, hermitian=True) @ rhs[..., None])[..., 0]
 
 
 class _Solver:
@@ -184,7 +262,7 @@ class _Solver:
         g = -np.einsum("naj,nj->na", jac_t, r)
         lo = self.lower[self.active] - q_act
         hi = self.upper[self.active] - q_act
-        step = np.linalg.solve(h, g[..., None])[..., 0]
+        step = _solve_symmetric(h, g)
         # Joints whose step leaves the limits are fixed at the bound and the others
         # re-solved, until no free joint violates (at most A passes, rows that need it).
         fixed = np.zeros((n, a), dtype=bool)
@@ -202,7 +280,7 @@ class _Solver:
             free, hr = ~fixed[rows], h[rows]
             matrix = np.where(free[:, :, None] & free[:, None, :], hr, 0.0) + eye * fixed[rows][:, :, None]
             rhs = np.where(free, g[rows] - np.einsum("nij,nj->ni", hr, value[rows]), value[rows])
-            step[rows] = np.linalg.solve(matrix, rhs[..., None])[..., 0]
+            step[rows] = _solve_symmetric(matrix, rhs)
         norm = np.linalg.norm(step, axis=-1, keepdims=True)
         scale = np.minimum(1.0, self.s.max_step_norm / np.where(norm > 0.0, norm, 1.0))
         return step * scale

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import fractions
 import math
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
@@ -107,8 +106,7 @@ ROOT_XFORMS = st.one_of(st.none(), RIGID_TRANSFORMS[1.0])
 def draw_limits(draw, half_range: float) -> Tuple[float, float]:
     """(lower, upper), -half_range <= lower < upper <= half_range, upper - lower >= 1e-3;
     sometimes narrow (at most 0.05 wide)."""
-    # At least 1e-3 wide: an interval narrower than the float32 spacing may hold no float32
-    # joint state at all (see test_properties.test_known_bug_limits_without_a_float32_value).
+    # At least 1e-3 wide (zero-width ranges: test_properties.test_limits_without_a_float32_value_snap_to_one).
     narrow = draw(st.integers(0, 3)) == 0  # 1 .. 50 mrad (mm) wide
     width = uniform(draw, 1e-3, 0.05 if narrow else 2 * half_range)
     lower = uniform(draw, -half_range, half_range - width)
@@ -464,17 +462,6 @@ def scenarios(draw, max_candidates: int = 4, mimic: bool = True,
 
 # ----------------------------------------------------------------------------- junk inputs
 
-#: Junk that triggers core bugs already reported (each pinned by a strict xfail test in
-#: test_properties.py) is drawn only with FUZZ_KNOWN_BUGS=1, so the property tests keep
-#: looking for new bugs meanwhile. Remove an entry once its bug is fixed.
-INCLUDE_KNOWN_BUGS = os.environ.get("FUZZ_KNOWN_BUGS") == "1"
-
-
-def known_bug(*values) -> tuple:
-    """``values`` if known-bug triggers are enabled, else ()."""
-    return values if INCLUDE_KNOWN_BUGS else ()
-
-
 #: Special floats: non-finite, extreme, subnormal, signed zero.
 SPECIAL_FLOATS = (math.nan, math.inf, -math.inf, 1e308, -1e308, 1e-308, 5e-324, -5e-324,
                   0.0, -0.0)
@@ -538,9 +525,8 @@ def junk_transforms() -> st.SearchStrategy:
             [[1, 0, 0, 0]] * 3 + [[0, 0, 0, 1, 0]],
             np.eye(4) * (1 + 1j),  # complex
             np.eye(4).astype(object), np.eye(4).tolist(), np.array(["1"] * 16).reshape(4, 4))),
-        st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from(SPECIAL_FLOATS)).filter(
-            lambda a: INCLUDE_KNOWN_BUGS or not (a[0] < 3 and a[1] < 3 and abs(a[2]) == 1e308)
-        ).map(lambda a: _with_entry(bad, *a)))  # 1e308 in the rotation: overflow RuntimeWarning
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from(SPECIAL_FLOATS)
+                  ).map(lambda a: _with_entry(bad, *a)))
 
 
 def _with_entry(x: np.ndarray, i: int, j: int, value: float) -> np.ndarray:
@@ -683,8 +669,7 @@ def junk_requests(draw) -> JunkRequest:
             structure = draw(st.sampled_from(STRUCTURE_JUNK))
         elif kind == "param":
             name = draw(st.sampled_from(PARAM_NAMES))
-            kwargs[name] = draw(junk_parameters().filter(
-                lambda v: INCLUDE_KNOWN_BUGS or name != "damping" or not _tiny_positive(v)))
+            kwargs[name] = draw(junk_parameters())
         elif kind == "active":
             kwargs["active_dof_ids"] = draw(junk_active_ids(sc.robot.num_dofs))
         elif kind == "device":
@@ -705,11 +690,6 @@ def junk_requests(draw) -> JunkRequest:
         elif kind == "robot":
             robot = draw(st.sampled_from((None, "robot", sc.desc.urdf, 1.0, {}, [robot])))
     return JunkRequest(robot, repr(sc.desc), calls, structure, kwargs, kinds)
-
-
-def _tiny_positive(v) -> bool:
-    """A valid but tiny damping (< 1e-9): LinAlgError "Singular matrix" (known bug)."""
-    return isinstance(v, float) and 0.0 < v < 1e-9
 
 
 def _scaled(v, k):

@@ -239,10 +239,8 @@ def test_junk_inputs_raise_only_validation_or_floating_point_errors(req):
     assert result.joint_q.dtype == np.float32 and result.joint_q.shape[0] == len(result.success)
 
 
-# ----------------------------------------------------------------------- known core bugs
-# Minimal examples of core bugs the properties above found. Each is a strict xfail: it starts
-# to XPASS (and so fails) once the bug is fixed; then drop the marker and the matching
-# known_bug() exclusion in strategies.py.
+# ---------------------------------------------------------------- regressions
+# Minimal examples of core bugs the properties above found (all fixed).
 
 def _urdf(*joints: str) -> str:
     """A robot of the given <joint> elements and the links among a, b, c they name."""
@@ -260,11 +258,9 @@ def _joint(name, parent, child, jtype="revolute", lower=-1.0, upper=1.0, axis="0
 POINT = (DirectionUpTarget(0, (0.3, 0.4, 0.0), None, None),)  # position-only target
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: limits that hold no float32 value (here a locked prismatic joint, lower == upper "
-    "== 0.1) are accepted, and the solver returns float32(0.1) = 0.10000000149 > upper with "
-    "success=1 (RobotKinematics.from_urdf / solver.to_float32_in_limits)"))
-def test_known_bug_limits_without_a_float32_value():
+# Regression (found by the property tests): limits that hold no float32 value (a locked
+# prismatic joint, lower == upper == 0.1) made the solver return float32(0.1) > upper.
+def test_limits_without_a_float32_value_snap_to_one():
     robot = RobotKinematics.from_urdf(
         _urdf(_joint("j", "a", "b", "prismatic", 0.1, 0.1, axis="1 0 0")), ["b"])
     target = DirectionUpTarget(0, (0.1, 0.0, 0.0), None, None)
@@ -317,17 +313,17 @@ def test_bad_root_world_xform_is_rejected_without_warnings(xform):
                                                    max_position_error=0.1)
 
 
-@pytest.mark.xfail(strict=True, raises=np.linalg.LinAlgError, reason=(
-    "core bug: a valid tiny damping (1e-20, finite and positive) with identical Jacobian "
-    "columns makes np.linalg.solve raise LinAlgError('Singular matrix') in "
-    "solver.limited_dls_step instead of returning a result or raising NumericalFailure"))
-def test_known_bug_tiny_damping_singular_matrix():
+# Regression (found by the property tests): a valid tiny damping (1e-20) with identical
+# Jacobian columns made np.linalg.solve raise LinAlgError('Singular matrix') in the DLS step.
+def test_tiny_damping_with_identical_columns_gives_a_result():
     # Two revolute joints about the same axis through the same point: identical columns.
     robot = RobotKinematics.from_urdf(
         _urdf(_joint("j1", "a", "b"), _joint("j2", "b", "c")), ["c"],
         [np.array([[1.0, 0, 0, 0.5], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])])
-    try:
-        robo_solve_ik_direction_up_multi_batch(robot, (POINT,), damping=1e-20,
-                                               max_position_error=0.1)
-    except FloatingPointError:
-        pass
+    for backend in ("numpy", "auto"):
+        result = robo_solve_ik_direction_up_multi_batch(robot, (POINT,), damping=1e-20,
+                                                        max_position_error=0.1, backend=backend)
+        q = result.joint_q[0].astype(np.float64)
+        assert np.all(np.isfinite(q))
+        assert np.all(q >= robot.lower_limits) and np.all(q <= robot.upper_limits)
+        assert result.success[0] == 1  # (0.3, 0.4) is 0.5 m away: reachable by this arm

@@ -1,0 +1,1086 @@
+"""Compiled (numba) backend of the batch solver.
+
+Same algorithm, same arithmetic and the same results as the numpy reference
+(:class:`direction_up_ik.core.solver._Solver`, spec sections 3 and 5); see
+that module for the algorithm. Here one compiled call (:func:`run_serial`)
+iterates all B candidates "iteration-major" like the reference: every live
+candidate takes iteration k before any takes k + 1, so a deadline stops them
+all at the same iteration boundary (per slice, when a big batch is split over
+threads) and a numerical failure is reported for the same candidates, at the
+same point, with the same message.
+
+Differences to the reference, all at rounding level (about 1e-16 relative):
+
+* FK and the small matrix products are plain loops here, while numpy hands
+  3x3 products to BLAS (which may use fused multiply-adds);
+* the damped least-squares systems are solved by Gaussian elimination with
+  partial pivoting here, by LAPACK ``gesv`` there;
+* with mimic joints on a TCP chain both compute perturbed poses by full FK;
+  otherwise both use the exact rigid-motion shortcut with the same formulas.
+
+So ``joint_q`` agree to float32 rounding and errors to ~1e-12; a comparison
+that sits exactly on a tie (a step that lowers the residual by 1e-16) can flip,
+which can change one candidate's iteration count or stop reason.
+``test/core/test_fast_backend.py`` measures how rarely that happens.
+
+Reductions that numpy does pairwise (``np.sum`` over 8 or more values: the
+sum of squared residuals, norms of steps over 8+ joints) use numpy's pairwise
+order here too (:func:`pairwise_sum`).
+
+Compilation: the one kernel called from Python, :func:`run_serial`, is
+``@njit(cache=True)`` (:func:`njit_cached`); the small functions it calls (FK,
+residual, Jacobian, DLS step, line search) are ``@register_jitable``
+(:func:`jitable`) and compiled into it; the tiniest and the hot FK / residual
+helpers are inlined in numba's IR (about 10% faster; inlining more only adds
+compile time). (Making every helper its own cached ``njit`` function gives the
+same machine code but doubles the cold compile time: numba re-optimises each
+caller together with everything it calls.) The cache lives in ``__pycache__`` next to this file
+when that folder is writable (editable install); otherwise numba falls back
+to its per-user cache directory (``$XDG_CACHE_HOME/numba`` or
+``~/.cache/numba``), and ``NUMBA_CACHE_DIR`` overrides both (e.g. a read-only
+install in a container with a read-only home: point it at a writable folder;
+with no writable location at all the kernel is compiled in every process).
+:func:`warm_up` compiles or loads it on a tiny problem: about 20-25 s cold on
+the 2-core reference machine, under half a second from the cache.
+
+Threads: candidates are independent, so a batch of at least
+:data:`PARALLEL_MIN_CANDIDATES` is cut into one contiguous slice per core and
+the slices are solved concurrently (the kernel releases the GIL). Every
+candidate's arithmetic is the same as in one serial call, so the results do
+not depend on the thread count (``NUMBA_NUM_THREADS``). (numba's ``prange``
+gives the same speed-up but a second, 40 s cold compile.)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, register_jitable
+
+from . import result as res
+from .errors import NumericalFailure
+from .kinematics import RobotKinematics
+from .problem import IKProblem
+from .result import IKBatchResult
+from .settings import FD_EPSILON, MIN_STEP_NORM, STEP_SCALES
+
+__all__ = ["PARALLEL_MIN_CANDIDATES", "solve", "supports", "warm_up"]
+
+
+def njit_cached(fn=None, **options):
+    """``numba.njit(cache=True, error_model="numpy", **options)``; bare or with options.
+
+    numpy's error model: x / 0 gives inf or NaN (caught as a numerical failure,
+    like the reference) instead of raising ZeroDivisionError. numba refuses
+    ``cache=True`` when it finds no writable cache location (see the module
+    docstring); then the kernel is compiled in every process instead of failing
+    the import.
+    """
+    def wrap(function):
+        try:
+            return njit(cache=True, error_model="numpy", **options)(function)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return njit(error_model="numpy", **options)(function)
+    return wrap(fn) if fn is not None else wrap
+
+
+def jitable(fn=None, *, inline: str = "never"):
+    """``numba.extending.register_jitable`` with numpy's error model: a plain Python
+    function that numba compiles into the kernels calling it (``inline="always"``:
+    inlined in numba's IR, for the tiniest helpers)."""
+    def wrap(function):
+        return register_jitable(inline=inline, error_model="numpy")(function)
+    return wrap(fn) if fn is not None else wrap
+
+
+#: Batches of at least this many candidates are solved in slices on worker threads.
+PARALLEL_MIN_CANDIDATES = 64
+
+_REVOLUTE = 0
+_PRISMATIC = 1
+
+# Stop reasons as small ints inside the kernel; _REASONS maps them back.
+_CONVERGED, _NO_ACCEPTABLE_STEP, _STEP_TOO_SMALL, _MAX_ITERS, _NO_ACTIVE_JOINTS, _TIME_BUDGET = range(6)
+_REASONS = (res.STOP_CONVERGED, res.STOP_NO_ACCEPTABLE_STEP, res.STOP_STEP_TOO_SMALL,
+            res.STOP_MAX_ITERS, res.STOP_NO_ACTIVE_JOINTS, res.STOP_TIME_BUDGET)
+
+# A numerical failure is recorded per candidate as fail_key = (iteration + 1) * 16 + phase
+# (iteration -1 = the start state), -1 when none: the smallest key is where the
+# reference raises, and the candidates with that key are the ones it lists.
+_PHASE_JACOBIAN = 0
+_PHASE_SINGULAR = 1      # exactly singular system: numpy.linalg.LinAlgError in the reference
+_PHASE_STEP = 2
+_PHASE_RESIDUAL = 3      # + index of the step scale (the start state uses 3)
+_PHASES_PER_ITERATION = 16
+
+#: Robot arrays of one problem (K nodes, E target slots, D coordinates); see
+#: :class:`~direction_up_ik.core.kinematics.KernelArrays` for the node fields.
+#: ``chain``: (C,) nodes needed by the slots' TCPs in tree order; ``ee_node``
+#: (E,), ``ee_fixed`` (E, 4, 4): per slot; ``moves`` (D, E): coordinate moves
+#: the slot's TCP; ``full_fk``: perturbed poses by full FK (mimic on a chain);
+#: ``root_rot`` (3, 3), ``root_pos`` (3,): root -> world.
+_Model = namedtuple("_Model", (
+    "parent", "dof", "scale", "offset", "jtype", "rot", "pos", "rot_cross", "rot_outer",
+    "axis_parent", "axis_local", "chain", "ee_node", "ee_fixed", "dof_node", "moves", "full_fk",
+    "root_rot", "root_pos"))
+
+#: Targets of B candidates with E slots: ``position`` (B, E, 3) m, ``direction``
+#: and ``up`` (B, E, 3) unit, ``has_direction``/``has_up`` (B, E) bool,
+#: ``local_direction``/``local_up`` (E, 3) unit TCP axes.
+_Targets = namedtuple("_Targets", (
+    "position", "direction", "up", "has_direction", "has_up", "local_direction", "local_up"))
+
+#: Settings and the active set: weights, damping, caps, tolerances (floats);
+#: ``eps``, ``cos_eps``, ``sin_eps``: FD perturbation; ``step_scales`` (8,);
+#: ``active`` (A,) int64; ``lower``/``upper`` (A,) bounds of the active joints.
+_Config = namedtuple("_Config", (
+    "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
+    "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
+    "active", "lower", "upper"))
+
+#: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
+#: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
+#: position/direction/up errors, ``iterations``, ``reason``, ``fail_key`` (B,),
+#: ``done`` (B,) bool.
+_State = namedtuple("_State", ("q", "r", "ssr", "err", "iterations", "reason", "fail_key", "done"))
+
+#: Per-candidate scratch (B leading) so that no iteration allocates: node frames
+#: (K, 3, 3)/(K, 3), TCP poses (E, 3, 3)/(E, 3), 3x3 temporaries, the Jacobian
+#: (A, 9E), perturbed residuals (9E,), DLS arrays (A, A)/(A,), the trial state
+#: (D,) with its residuals/errors, a perturbed state (D,), squares (max(9E, A),).
+_Work = namedtuple("_Work", (
+    "node_rot", "node_pos", "tcp_rot", "tcp_pos", "local", "rot_p", "jac", "r_p", "h", "g",
+    "step", "matrix", "rhs", "value", "fixed", "trial", "r_t", "err_t", "q_p", "sq"))
+
+
+# ==================================================================== clock
+#: The monotonic clock the kernel reads for deadlines (``time.perf_counter``'s clock
+#: on Linux); without clock_gettime this backend is not used (:func:`supports`).
+CLOCK = getattr(time, "CLOCK_MONOTONIC", None)
+
+
+@intrinsic
+def clock_ns(typingctx, clock_id):
+    """``clock_gettime(clock_id)`` in nanoseconds (int64), callable from nopython code
+    without the GIL (the C library symbol is resolved when the kernel is loaded)."""
+    def codegen(context, builder, signature, args):
+        timespec = ir.LiteralStructType([ir.IntType(64), ir.IntType(64)])  # tv_sec, tv_nsec
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), timespec.as_pointer()])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "clock_gettime")
+        ts = cgutils.alloca_once(builder, timespec)
+        builder.call(fn, [builder.trunc(args[0], ir.IntType(32)), ts])
+        sec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
+        nsec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
+        return builder.add(builder.mul(sec, ir.Constant(ir.IntType(64), 1_000_000_000)), nsec)
+    return types.int64(types.int64), codegen
+
+
+# =========================================================== 3-vector helpers
+# 3-vectors are tuples of floats (kept in registers); the operation order of each
+# expression is the one of the numpy reference.
+
+@jitable(inline="always")
+def vec3(a):
+    """(3,) array -> 3-tuple."""
+    return (a[0], a[1], a[2])
+
+
+@jitable(inline="always")
+def dot3(a, b):
+    """Dot product of two 3-vectors, summed left to right like ``np.sum(a * b, -1)``."""
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@jitable(inline="always")
+def cross3(a, b):
+    """Cross product a x b (numpy's component formulas)."""
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+@jitable(inline="always")
+def norm3(a):
+    """Euclidean length of a 3-vector."""
+    return np.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+
+
+@jitable(inline="always")
+def mat_vec3(m, v):
+    """(3, 3) array times 3-vector -> 3-tuple."""
+    return (m[0, 0] * v[0] + m[0, 1] * v[1] + m[0, 2] * v[2],
+            m[1, 0] * v[0] + m[1, 1] * v[1] + m[1, 2] * v[2],
+            m[2, 0] * v[0] + m[2, 1] * v[1] + m[2, 2] * v[2])
+
+
+@jitable(inline="always")
+def mat_mul3(a, b, out):
+    """out (3, 3) = a (3, 3) @ b (3, 3); ``out`` must not alias ``a`` or ``b``."""
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = a[i, 0] * b[0, j] + a[i, 1] * b[1, j] + a[i, 2] * b[2, j]
+
+
+@jitable
+def orthogonal_unit(v):
+    """Unit vector orthogonal to unit 3-vector ``v``: v x e_k, k = argmin |v_i| (first on ties).
+
+    Same as :func:`direction_up_ik.core.rotations.orthogonal_unit`.
+    """
+    k = 0
+    if abs(v[1]) < abs(v[k]):
+        k = 1
+    if abs(v[2]) < abs(v[k]):
+        k = 2
+    basis = (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
+    w = cross3(v, basis)
+    n = norm3(w)
+    return (w[0] / n, w[1] / n, w[2] / n)
+
+
+@jitable
+def axis_error(current, target):
+    """Rotation vector (rad) taking unit axis ``target`` onto unit ``current``.
+
+    Same as :func:`direction_up_ik.core.rotations.axis_error` (length = angle in
+    [0, pi]; opposite axes: pi about :func:`orthogonal_unit` of ``target``).
+    """
+    v = cross3(target, current)
+    s = norm3(v)
+    c = dot3(target, current)
+    if s < 1e-12:  # rotations._PARALLEL_EPS
+        if c < 0.0:
+            n = orthogonal_unit(target)
+            return (np.pi * n[0], np.pi * n[1], np.pi * n[2])
+        return v
+    scale = np.arctan2(s, c) / s
+    return (v[0] * scale, v[1] * scale, v[2] * scale)
+
+
+@jitable
+def align_vector(v, current, target):
+    """``R_align @ v``, R_align the smallest rotation taking unit ``current`` onto unit ``target``.
+
+    Same as :func:`direction_up_ik.core.rotations.align_vector`.
+    """
+    axis = cross3(current, target)
+    a = (current[0] + target[0], current[1] + target[1], current[2] + target[2])
+    one_plus_cos = 0.5 * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+    if one_plus_cos < 1e-12:  # opposite: rotate by pi about orthogonal_unit(target)
+        n = orthogonal_unit(target)
+        d = 2.0 * dot3(n, v)
+        return (d * n[0] - v[0], d * n[1] - v[1], d * n[2] - v[2])
+    kxv = cross3(axis, v)
+    kkxv = cross3(axis, kxv)
+    return (v[0] + kxv[0] + kkxv[0] / one_plus_cos, v[1] + kxv[1] + kkxv[1] / one_plus_cos,
+            v[2] + kxv[2] + kkxv[2] / one_plus_cos)
+
+
+@jitable
+def pairwise_block(x, start, n):
+    """numpy's pairwise sum of ``x[start:start + n]`` for n <= 128 (one leaf of its recursion).
+
+    Fewer than 8 values: left to right; else eight interleaved partial sums
+    combined as ((0+1)+(2+3))+((4+5)+(6+7)), then the rest left to right.
+    """
+    if n < 8:
+        total = 0.0
+        for i in range(start, start + n):
+            total += x[i]
+        return total
+    r0, r1, r2, r3 = x[start], x[start + 1], x[start + 2], x[start + 3]
+    r4, r5, r6, r7 = x[start + 4], x[start + 5], x[start + 6], x[start + 7]
+    i = 8
+    while i + 8 <= n:
+        j = start + i
+        r0 += x[j]
+        r1 += x[j + 1]
+        r2 += x[j + 2]
+        r3 += x[j + 3]
+        r4 += x[j + 4]
+        r5 += x[j + 5]
+        r6 += x[j + 6]
+        r7 += x[j + 7]
+        i += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        total += x[start + i]
+        i += 1
+    return total
+
+
+@jitable
+def pairwise_sum(x, start, n):
+    """Sum of ``x[start:start + n]`` in numpy's order (``np.add.reduce`` of a contiguous row).
+
+    numpy splits more than 128 values into halves (the first a multiple of 8)
+    recursively and adds the halves' sums; this evaluates that tree with an
+    explicit stack (numba cannot cache recursive functions).
+    """
+    if n <= 128:
+        return pairwise_block(x, start, n)
+    # post-order walk; a frame is (start, n, stage 0/1/2 = left/right/combine, left sum)
+    s_start = np.empty(64, dtype=np.int64)
+    s_n = np.empty(64, dtype=np.int64)
+    s_left = np.empty(64)
+    s_stage = np.zeros(64, dtype=np.int64)
+    top = 0
+    s_start[0], s_n[0], s_stage[0] = start, n, 0
+    result = 0.0
+    while top >= 0:
+        fs, fn = s_start[top], s_n[top]
+        half = fn // 2
+        half -= half % 8
+        if s_stage[top] == 0:       # descend into the left half
+            s_stage[top] = 1
+            child_start, child_n = fs, half
+        elif s_stage[top] == 1:     # left done (in result): descend into the right half
+            s_left[top] = result
+            s_stage[top] = 2
+            child_start, child_n = fs + half, fn - half
+        else:                       # both done: combine and pop
+            result = s_left[top] + result
+            top -= 1
+            continue
+        if child_n <= 128:
+            result = pairwise_block(x, child_start, child_n)
+        else:
+            top += 1
+            s_start[top], s_n[top], s_stage[top] = child_start, child_n, 0
+    return result
+
+
+@jitable
+def sum_of_squares(x, scratch):
+    """``np.sum(x * x)`` of a 1-D array ``x`` (pairwise order); ``scratch``: at least x's length."""
+    for i in range(x.shape[0]):
+        scratch[i] = x[i] * x[i]
+    return pairwise_sum(scratch, 0, x.shape[0])
+
+
+# ====================================================================== FK
+@jitable(inline="always")
+def node_frames(m, q, node_rot, node_pos, local):
+    """World frames of the chain nodes ``m.chain`` at joint state ``q``.
+
+    Args:
+        m: _Model; q: (D,) float64 joint coordinates (rad / m).
+        node_rot: (K, 3, 3) out, node_pos: (K, 3) out (world, metres); only the
+            rows of ``m.chain`` are written. local: (3, 3) scratch.
+    Same formulas as :meth:`RobotKinematics._node_frames`.
+    """
+    for k in m.chain:
+        parent = m.parent[k]
+        if parent < 0:
+            r_p = m.root_rot
+            p_p = m.root_pos
+        else:
+            r_p = node_rot[parent]
+            p_p = node_pos[parent]
+        value = q[m.dof[k]]
+        if m.scale[k] != 1.0 or m.offset[k] != 0.0:
+            value = value * m.scale[k] + m.offset[k]
+        if m.jtype[k] == _REVOLUTE:
+            c, s = np.cos(value), np.sin(value)
+            outer, r_o, r_x = m.rot_outer[k], m.rot[k], m.rot_cross[k]
+            for i in range(3):
+                for j in range(3):
+                    local[i, j] = outer[i, j] + c * (r_o[i, j] - outer[i, j]) + s * r_x[i, j]
+            mat_mul3(r_p, local, node_rot[k])
+            t = mat_vec3(r_p, m.pos[k])
+        else:
+            mat_mul3(r_p, m.rot[k], node_rot[k])
+            a = m.axis_parent[k]
+            o = m.pos[k]
+            t = mat_vec3(r_p, (o[0] + value * a[0], o[1] + value * a[1], o[2] + value * a[2]))
+        for i in range(3):
+            node_pos[k, i] = p_p[i] + t[i]
+
+
+@jitable(inline="always")
+def tcp_poses(m, node_rot, node_pos, tcp_rot, tcp_pos):
+    """TCP world poses of the E slots from node frames.
+
+    Args:
+        node_rot (K, 3, 3), node_pos (K, 3): from :func:`node_frames`.
+        tcp_rot (E, 3, 3) out, tcp_pos (E, 3) out: world, metres.
+    """
+    for e in range(m.ee_node.shape[0]):
+        node = m.ee_node[e]
+        if node < 0:
+            r_n = m.root_rot
+            p_n = m.root_pos
+        else:
+            r_n = node_rot[node]
+            p_n = node_pos[node]
+        fixed = m.ee_fixed[e]
+        mat_mul3(r_n, fixed[:3, :3], tcp_rot[e])
+        t = mat_vec3(r_n, (fixed[0, 3], fixed[1, 3], fixed[2, 3]))
+        for i in range(3):
+            tcp_pos[e, i] = p_n[i] + t[i]
+
+
+# ================================================================ residuals
+@jitable(inline="always")
+def slot_residual(rot, pos, tg, b, e, w_pos, w_rot, r, err):
+    """Spec 5.2 residual of slot ``e`` of candidate ``b`` for one TCP pose.
+
+    Args:
+        rot: (3, 3) TCP rotation (world); pos: 3-tuple TCP position (m).
+        tg: _Targets; w_pos, w_rot: weights.
+        r: (9E,) out, writes r[9e:9e+9] = [w_p e_pos, w_r e_dir, w_r e_up].
+        err: (3, E) out, writes err[:, e] = unweighted |e_pos| (m), |e_dir|,
+            |e_up| (rad); unconstrained parts are 0.
+    """
+    cur_dir = mat_vec3(rot, vec3(tg.local_direction[e]))
+    cur_up = mat_vec3(rot, vec3(tg.local_up[e]))
+    tp = tg.position[b, e]
+    e_pos = (pos[0] - tp[0], pos[1] - tp[1], pos[2] - tp[2])
+    t_dir = vec3(tg.direction[b, e])
+    e_dir = (0.0, 0.0, 0.0)
+    e_up = (0.0, 0.0, 0.0)
+    if tg.has_direction[b, e]:
+        e_dir = axis_error(cur_dir, t_dir)
+    if tg.has_up[b, e]:
+        e_up = axis_error(align_vector(cur_up, cur_dir, t_dir), vec3(tg.up[b, e]))
+    base = 9 * e
+    for i in range(3):
+        r[base + i] = w_pos * e_pos[i]
+        r[base + 3 + i] = w_rot * e_dir[i]
+        r[base + 6 + i] = w_rot * e_up[i]
+    err[0, e] = norm3(e_pos)
+    err[1, e] = norm3(e_dir)
+    err[2, e] = norm3(e_up)
+
+
+@jitable
+def evaluate(m, tg, cfg, b, q, wk, r, err):
+    """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b.
+
+    Leaves the node frames and TCP poses of ``q`` in ``wk``'s row ``b``.
+    """
+    node_rot, node_pos, tcp_rot, tcp_pos = wk.node_rot[b], wk.node_pos[b], wk.tcp_rot[b], wk.tcp_pos[b]
+    node_frames(m, q, node_rot, node_pos, wk.local[b])
+    tcp_poses(m, node_rot, node_pos, tcp_rot, tcp_pos)
+    for e in range(tcp_rot.shape[0]):
+        slot_residual(tcp_rot[e], vec3(tcp_pos[e]), tg, b, e, cfg.w_pos, cfg.w_rot, r, err)
+
+
+@jitable
+def meets_tolerances(tg, cfg, b, err):
+    """True when every slot of candidate b is strictly within the tolerances (err (3, E) unweighted)."""
+    for e in range(err.shape[1]):
+        if not err[0, e] < cfg.position_tol:
+            return False
+        if tg.has_direction[b, e] and not err[1, e] < cfg.frame_tol:
+            return False
+        if tg.has_up[b, e] and not err[2, e] < cfg.frame_tol:
+            return False
+    return True
+
+
+@jitable
+def all_finite(x):
+    """True when every entry of the C-contiguous array ``x`` is finite."""
+    for v in x.ravel():
+        if not np.isfinite(v):
+            return False
+    return True
+
+
+@jitable
+def max_position_error(err):
+    """Largest position error over the slots of err (3, E); NaN propagates like ``np.max``."""
+    out = err[0, 0]
+    for e in range(1, err.shape[1]):
+        v = err[0, e]
+        if v > out or np.isnan(v):
+            out = v
+    return out
+
+
+# ================================================================= Jacobian
+@jitable
+def jacobian_shortcut(m, tg, cfg, b, r, wk, jac):
+    """Forward-difference Jacobian (transposed) from the exact rigid-motion shortcut.
+
+    Raising coordinate d by eps rotates every TCP it moves by eps about the
+    joint's world axis through the joint origin (prismatic: translates it by eps
+    along the axis); same formulas as
+    :meth:`RobotKinematics.joint_perturbed_tcp_poses`.
+
+    Args:
+        r: (9E,) residuals at the current state, whose node frames and TCP poses
+            :func:`evaluate` left in ``wk``'s row b.
+        jac: (A, 9E) out, jac[i] = (r(q + eps e_active[i]) - r) / eps.
+    """
+    node_rot, node_pos, tcp_rot, tcp_pos = wk.node_rot[b], wk.node_pos[b], wk.tcp_rot[b], wk.tcp_pos[b]
+    rot_p, r_p, err = wk.rot_p[b], wk.r_p[b], wk.err_t[b]
+    eps, c, s = cfg.eps, cfg.cos_eps, cfg.sin_eps
+    omc = 1.0 - c
+    for i in range(cfg.active.shape[0]):
+        d = cfg.active[i]
+        k = m.dof_node[d]
+        for e in range(tcp_rot.shape[0]):
+            base = 9 * e
+            if k < 0 or not m.moves[d, e]:
+                for j in range(9):
+                    jac[i, base + j] = 0.0
+                continue
+            axis = mat_vec3(node_rot[k], vec3(m.axis_local[k]))
+            tr, tp = tcp_rot[e], tcp_pos[e]
+            if m.jtype[k] == _PRISMATIC:
+                rot_p[:, :] = tr
+                pos_p = (tp[0] + eps * axis[0], tp[1] + eps * axis[1], tp[2] + eps * axis[2])
+            else:
+                for j in range(3):
+                    col = (tr[0, j], tr[1, j], tr[2, j])
+                    w_col = cross3(axis, col)
+                    along = dot3(axis, col)
+                    for i3 in range(3):
+                        rot_p[i3, j] = col[i3] * c + w_col[i3] * s + axis[i3] * along * omc
+                o = node_pos[k]
+                rel = (tp[0] - o[0], tp[1] - o[1], tp[2] - o[2])
+                w_rel = cross3(axis, rel)
+                along = dot3(axis, rel)
+                pos_p = (o[0] + rel[0] * c + w_rel[0] * s + axis[0] * along * omc,
+                         o[1] + rel[1] * c + w_rel[1] * s + axis[1] * along * omc,
+                         o[2] + rel[2] * c + w_rel[2] * s + axis[2] * along * omc)
+            slot_residual(rot_p, pos_p, tg, b, e, cfg.w_pos, cfg.w_rot, r_p, err)
+            for j in range(9):
+                jac[i, base + j] = (r_p[base + j] - r[base + j]) / eps
+
+
+@jitable
+def jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac):
+    """Forward-difference Jacobian (transposed) by one full FK per perturbed state.
+
+    Used when a mimic joint sits on a TCP chain (the reference does the same).
+    Args: q (D,) current state, r (9E,) its residuals; jac (A, 9E) out.
+    """
+    q_p, r_p, err = wk.q_p[b], wk.r_p[b], wk.err_t[b]
+    for i in range(cfg.active.shape[0]):
+        d = cfg.active[i]
+        q_p[:] = q
+        q_p[d] += cfg.eps
+        evaluate(m, tg, cfg, b, q_p, wk, r_p, err)
+        for j in range(r.shape[0]):
+            jac[i, j] = (r_p[j] - r[j]) / cfg.eps
+
+
+# ==================================================================== step
+@jitable
+def lu_solve(a, x):
+    """Solve ``a @ y = x`` in place: ``a`` (n, n) becomes its LU factors, ``x`` (n,) becomes y.
+
+    Gaussian elimination with partial pivoting (first row of largest |pivot|,
+    like LAPACK getrf). Returns False when a pivot is exactly zero (singular;
+    ``numpy.linalg.solve`` raises LinAlgError there).
+    """
+    n = a.shape[0]
+    for col in range(n):
+        p = col
+        best = abs(a[col, col])
+        for i in range(col + 1, n):
+            v = abs(a[i, col])
+            if v > best:
+                best, p = v, i
+        if best == 0.0:
+            return False
+        if p != col:
+            for j in range(n):
+                a[col, j], a[p, j] = a[p, j], a[col, j]
+            x[col], x[p] = x[p], x[col]
+        pivot = a[col, col]
+        for i in range(col + 1, n):
+            f = a[i, col] / pivot
+            if f != 0.0:
+                for j in range(col + 1, n):
+                    a[i, j] -= f * a[col, j]
+                x[i] -= f * x[col]
+    for i in range(n - 1, -1, -1):
+        total = x[i]
+        for j in range(i + 1, n):
+            total -= a[i, j] * x[j]
+        x[i] = total / a[i, i]
+    return True
+
+
+@jitable
+def limited_dls_step(cfg, jac, r, q, h, g, step, matrix, rhs, value, fixed, scratch):
+    """Damped least-squares step inside the joint bounds, norm-capped (spec 5.3).
+
+    Solves (J^T J + damping I) dq = -J^T r; joints whose step leaves
+    [lower - q, upper - q] are fixed at that bound and the others re-solved, up
+    to A passes; then dq is scaled to norm <= max_step_norm. Same as
+    :meth:`_Solver.limited_dls_step`.
+
+    Args:
+        jac: (A, 9E) transposed Jacobian; r: (9E,); q: (D,) current state.
+        h (A, A), g (A,), matrix (A, A), rhs (A,), value (A,), fixed (A,) bool,
+        scratch (>= A,): work arrays. step: (A,) out, rad / m.
+    Returns:
+        False when a system is exactly singular (step undefined).
+    """
+    a, n = jac.shape
+    for i in range(a):
+        for j in range(a):
+            total = 0.0
+            for k in range(n):
+                total += jac[i, k] * jac[j, k]
+            h[i, j] = total + cfg.damping if i == j else total
+        total = 0.0
+        for k in range(n):
+            total += jac[i, k] * r[k]
+        g[i] = -total
+    matrix[:, :] = h
+    step[:] = g
+    if not lu_solve(matrix, step):
+        return False
+    fixed[:] = False
+    value[:] = 0.0
+    for _ in range(a):
+        hit = False
+        for i in range(a):
+            if fixed[i]:
+                continue
+            qi = q[cfg.active[i]]
+            lo = cfg.lower[i] - qi
+            hi = cfg.upper[i] - qi
+            if step[i] < lo:
+                value[i], fixed[i], hit = lo, True, True
+            elif step[i] > hi:
+                value[i], fixed[i], hit = hi, True, True
+        if not hit:
+            break
+        for i in range(a):
+            for j in range(a):
+                matrix[i, j] = h[i, j] if not fixed[i] and not fixed[j] else 0.0
+            if fixed[i]:
+                matrix[i, i] = 1.0
+                rhs[i] = value[i]
+            else:
+                total = 0.0
+                for j in range(a):
+                    total += h[i, j] * value[j]
+                rhs[i] = g[i] - total
+        step[:] = rhs
+        if not lu_solve(matrix, step):
+            return False
+    norm = np.sqrt(sum_of_squares(step, scratch))
+    limit = cfg.max_step_norm / (norm if norm > 0.0 else 1.0)
+    scale = 1.0 if limit >= 1.0 else limit  # np.minimum(1, limit), NaN propagates
+    for i in range(a):
+        step[i] = step[i] * scale
+    return True
+
+
+@jitable
+def to_float32_in_limits(q, cfg):
+    """Clip the active coordinates of ``q`` (D,) to their bounds and round them to float32
+    without leaving the bounds (nextafter back inside), in place."""
+    for i in range(cfg.active.shape[0]):
+        d = cfg.active[i]
+        lo, hi = cfg.lower[i], cfg.upper[i]
+        x = q[d]
+        if x < lo:
+            x = lo
+        if x > hi:
+            x = hi
+        v = np.float32(x)
+        if v > hi:
+            v = np.nextafter(v, np.float32(-np.inf))
+        if v < lo:
+            v = np.nextafter(v, np.float32(np.inf))
+        q[d] = v
+
+
+# ================================================================ iteration
+@jitable(inline="always")
+def fail(st, b, it, phase):
+    """Record a numerical failure of candidate b at iteration ``it``, ``phase``."""
+    st.fail_key[b] = (it + 1) * _PHASES_PER_ITERATION + phase
+    st.done[b] = True
+
+
+@jitable
+def iterate(b, it, m, tg, cfg, st, wk):
+    """One solver iteration (spec 5.3, 5.4) of live candidate b: Jacobian, limited DLS
+    step, step scales 1 .. 1/128 with the position guard; updates ``st`` row b."""
+    q, r = st.q[b], st.r[b]
+    # wk's row b holds the node frames and TCP poses of q: the last evaluate() of
+    # this candidate was of q (its start state, or the trial just accepted).
+    jac = wk.jac[b]
+    if m.full_fk:
+        jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac)
+    else:
+        jacobian_shortcut(m, tg, cfg, b, r, wk, jac)
+    if not all_finite(jac):
+        fail(st, b, it, _PHASE_JACOBIAN)
+        return
+    step, scratch = wk.step[b], wk.sq[b]
+    if not limited_dls_step(cfg, jac, r, q, wk.h[b], wk.g[b], step, wk.matrix[b], wk.rhs[b],
+                            wk.value[b], wk.fixed[b], scratch):
+        fail(st, b, it, _PHASE_SINGULAR)
+        return
+    if not all_finite(step):
+        fail(st, b, it, _PHASE_STEP)
+        return
+    if np.sqrt(sum_of_squares(step, scratch)) < cfg.min_step_norm:
+        st.reason[b] = _STEP_TOO_SMALL
+        st.done[b] = True
+    else:
+        old_max = max_position_error(st.err[b])
+        trial, r_t, err_t = wk.trial[b], wk.r_t[b], wk.err_t[b]
+        accepted = False
+        for si in range(cfg.step_scales.shape[0]):
+            scale = cfg.step_scales[si]
+            trial[:] = q
+            for i in range(cfg.active.shape[0]):
+                d = cfg.active[i]
+                trial[d] = trial[d] + scale * step[i]
+            to_float32_in_limits(trial, cfg)
+            evaluate(m, tg, cfg, b, trial, wk, r_t, err_t)
+            if not all_finite(r_t):
+                fail(st, b, it, _PHASE_RESIDUAL + si)
+                return
+            ssr_t = sum_of_squares(r_t, scratch)
+            new_max = max_position_error(err_t)
+            if old_max <= cfg.max_position_error:
+                guard = new_max <= cfg.max_position_error
+            else:
+                guard = new_max < old_max
+            if ssr_t < st.ssr[b] and guard:
+                q[:] = trial
+                r[:] = r_t
+                st.ssr[b] = ssr_t
+                st.err[b][:, :] = err_t
+                st.iterations[b] += 1
+                accepted = True
+                break
+        if not accepted:
+            st.reason[b] = _NO_ACCEPTABLE_STEP
+            st.done[b] = True
+    if meets_tolerances(tg, cfg, b, st.err[b]):
+        st.reason[b] = _CONVERGED
+        st.done[b] = True
+
+
+@jitable
+def start_candidate(b, m, tg, cfg, st, wk):
+    """Round candidate b's start state into the bounds and evaluate it; converged or
+    nothing-to-move candidates are done at once. Returns False on a non-finite residual."""
+    to_float32_in_limits(st.q[b], cfg)
+    evaluate(m, tg, cfg, b, st.q[b], wk, st.r[b], st.err[b])
+    if not all_finite(st.r[b]):
+        fail(st, b, -1, _PHASE_RESIDUAL)
+        return False
+    st.ssr[b] = sum_of_squares(st.r[b], wk.sq[b])
+    st.reason[b] = _MAX_ITERS
+    if meets_tolerances(tg, cfg, b, st.err[b]):
+        st.reason[b] = _CONVERGED
+        st.done[b] = True
+    elif cfg.active.shape[0] == 0:
+        st.reason[b] = _NO_ACTIVE_JOINTS
+        st.done[b] = True
+    return True
+
+
+@jitable
+def alloc_work(b, k, e, a, d):
+    """Scratch arrays for b candidates, k nodes, e slots, a active joints, d coordinates."""
+    n = 9 * e
+    return _Work(
+        np.zeros((b, k, 3, 3)), np.zeros((b, k, 3)), np.zeros((b, e, 3, 3)), np.zeros((b, e, 3)),
+        np.zeros((b, 3, 3)), np.zeros((b, 3, 3)), np.zeros((b, a, n)), np.zeros((b, n)),
+        np.zeros((b, a, a)), np.zeros((b, a)), np.zeros((b, a)), np.zeros((b, a, a)),
+        np.zeros((b, a)), np.zeros((b, a)), np.zeros((b, a), dtype=np.bool_), np.zeros((b, d)),
+        np.zeros((b, n)), np.zeros((b, 3, e)), np.zeros((b, d)), np.zeros((b, max(n, a))))
+
+
+@njit_cached(nogil=True)
+def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
+    """The whole solve of the candidates in ``tg``/``st`` in one compiled call,
+    iteration-major like the reference; releases the GIL (threaded batches run one
+    call per chunk of candidates).
+
+    ``deadline_ns``: :data:`CLOCK` reading (ns) checked before every iteration
+    when ``has_deadline`` (the live candidates then stop with time_budget).
+    """
+    n, e = st.err.shape[0], st.err.shape[2]
+    wk = alloc_work(n, m.parent.shape[0], e, cfg.active.shape[0], st.q.shape[1])
+    ok = True
+    for b in range(n):
+        ok &= start_candidate(b, m, tg, cfg, st, wk)
+    if not ok:
+        return
+    for it in range(cfg.max_iters):
+        live = 0
+        for b in range(n):
+            live += not st.done[b]
+        if live == 0:
+            break
+        if has_deadline:
+            if clock_ns(CLOCK) > deadline_ns:
+                for b in range(n):
+                    if not st.done[b]:
+                        st.reason[b] = _TIME_BUDGET
+                        st.done[b] = True
+                break
+        failed = False
+        for b in range(n):
+            if not st.done[b]:
+                iterate(b, it, m, tg, cfg, st, wk)
+                failed |= st.fail_key[b] >= 0
+        if failed:
+            break
+
+
+# ================================================================== driver
+_models: "weakref.WeakKeyDictionary[RobotKinematics, dict]" = weakref.WeakKeyDictionary()
+_models_lock = threading.Lock()
+
+
+def supports(problem: IKProblem) -> bool:
+    """True when this backend reproduces the problem's robot model.
+
+    The kernels recompute FK from :meth:`RobotKinematics.kernel_arrays`, so a
+    subclass that overrides the FK methods is left to the numpy backend.
+    """
+    robot = problem.robot
+    if CLOCK is None or not isinstance(robot, RobotKinematics):
+        return False
+    cls = type(robot)
+    return all(getattr(cls, name) is getattr(RobotKinematics, name)
+               for name in ("tcp_poses", "joint_perturbed_tcp_poses", "_node_frames",
+                            "_tcp_from_nodes", "kernel_arrays"))
+
+
+def _model(problem: IKProblem) -> _Model:
+    """The problem's :data:`_Model`, cached per robot, target EEs and root transform."""
+    robot = problem.robot
+    key = (problem.ee_ids.tobytes(), problem.root_world_xform.tobytes())
+    with _models_lock:
+        per_robot = _models.setdefault(robot, {})
+        model = per_robot.get(key)
+    if model is not None:
+        return model
+    ka = robot.kernel_arrays()
+    ee_ids = np.asarray(problem.ee_ids, dtype=np.int64)
+    ee_node = ka.ee_node[ee_ids]
+    needed = set()
+    for node in ee_node:
+        node = int(node)
+        while node >= 0 and node not in needed:
+            needed.add(node)
+            node = int(ka.node_parent[node])
+    root = np.asarray(problem.root_world_xform, dtype=np.float64)
+    f8 = np.float64
+    model = _Model(
+        parent=np.array(ka.node_parent, dtype=np.int64), dof=np.array(ka.node_dof, dtype=np.int64),
+        scale=np.array(ka.node_scale, dtype=f8), offset=np.array(ka.node_offset, dtype=f8),
+        jtype=np.array(ka.node_type, dtype=np.int64), rot=np.array(ka.node_rot, dtype=f8),
+        pos=np.array(ka.node_pos, dtype=f8), rot_cross=np.array(ka.node_rot_cross, dtype=f8),
+        rot_outer=np.array(ka.node_rot_outer, dtype=f8),
+        axis_parent=np.array(ka.node_axis_parent, dtype=f8),
+        axis_local=np.array(ka.node_axis_local, dtype=f8),
+        chain=np.array(sorted(needed), dtype=np.int64), ee_node=np.array(ee_node, dtype=np.int64),
+        ee_fixed=np.array(ka.ee_fixed[ee_ids], dtype=f8), dof_node=np.array(ka.dof_node, dtype=np.int64),
+        moves=np.ascontiguousarray(ka.dof_moves_tcp[:, ee_ids], dtype=np.bool_),
+        full_fk=bool(ka.mimic_on_tcp_chain),
+        root_rot=np.ascontiguousarray(root[:3, :3]), root_pos=np.ascontiguousarray(root[:3, 3]))
+    with _models_lock:
+        per_robot[key] = model
+    return model
+
+
+def _config(problem: IKProblem) -> _Config:
+    s = problem.settings
+    active = np.array(problem.active, dtype=np.int64)
+    return _Config(
+        w_pos=float(s.position_weight), w_rot=float(s.rotation_weight), damping=float(s.damping),
+        max_step_norm=float(s.max_step_norm), max_position_error=float(s.max_position_error),
+        position_tol=float(s.position_tol), frame_tol=float(s.frame_tol_rad),
+        eps=float(FD_EPSILON), cos_eps=float(np.cos(FD_EPSILON)), sin_eps=float(np.sin(FD_EPSILON)),
+        min_step_norm=float(MIN_STEP_NORM), step_scales=np.array(STEP_SCALES, dtype=np.float64),
+        max_iters=int(s.max_iters), active=active,
+        lower=np.array(problem.lower[active], dtype=np.float64),
+        upper=np.array(problem.upper[active], dtype=np.float64))
+
+
+def _targets(problem: IKProblem) -> _Targets:
+    f8 = np.float64
+    return _Targets(
+        position=np.array(problem.target_position, dtype=f8),
+        direction=np.array(problem.target_direction, dtype=f8),
+        up=np.array(problem.target_up, dtype=f8),
+        has_direction=np.array(problem.has_direction, dtype=np.bool_),
+        has_up=np.array(problem.has_up, dtype=np.bool_),
+        local_direction=np.array(problem.local_direction, dtype=f8),
+        local_up=np.array(problem.local_up, dtype=f8))
+
+
+def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
+          deadline: Optional[float] = None, parallel: Optional[bool] = None) -> IKBatchResult:
+    """Compiled equivalent of :func:`direction_up_ik.core.solver.solve_problem` (numpy backend).
+
+    Args:
+        problem, q_start, deadline: as for ``solve_problem``.
+        parallel: cut the batch into slices solved on worker threads (the
+            kernel releases the GIL); None = when B >= :data:`PARALLEL_MIN_CANDIDATES`
+            and there are several cores. Results do not depend on it.
+    Raises:
+        NumericalFailure: non-finite residual, Jacobian or step (same candidates
+            and message as the reference); numpy.linalg.LinAlgError: an exactly
+            singular system (as ``numpy.linalg.solve`` in the reference).
+    """
+    b, d = problem.num_candidates, len(problem.q_initial)
+    e, a = problem.num_targets, len(problem.active)
+    q0 = problem.q_initial
+    q = np.broadcast_to(q0, (b, d)).copy() if q_start is None else \
+        np.array(q_start, dtype=np.float64).reshape(b, d)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    m, tg, cfg = _model(problem), _targets(problem), _config(problem)
+    st = _State(q=q, r=np.zeros((b, 9 * e)), ssr=np.zeros(b), err=np.zeros((b, 3, e)),
+                iterations=np.zeros(b, dtype=np.int64), reason=np.full(b, _MAX_ITERS, dtype=np.int64),
+                fail_key=np.full(b, -1, dtype=np.int64), done=np.zeros(b, dtype=np.bool_))
+    has_deadline, deadline_ns = _deadline_ns(deadline)
+    if parallel is None:
+        chunks = _chunks(b)
+    else:
+        chunks = min(_threads(), b) if parallel else 1
+    if chunks == 1:
+        run_serial(m, tg, cfg, st, has_deadline, deadline_ns)
+    else:
+        # Candidates are independent: each thread runs run_serial on a contiguous slice
+        # (views, so the results land in st). A slice stops at its own first numerical
+        # failure, after finishing that iteration, so the smallest fail_key over all
+        # slices and the candidates holding it are exactly those of a single call.
+        bounds = np.linspace(0, b, chunks + 1).astype(int)
+        jobs = [_executor().submit(run_serial, m, _rows(tg, lo, hi), cfg, _rows(st, lo, hi),
+                                   has_deadline, deadline_ns)
+                for lo, hi in zip(bounds[:-1], bounds[1:])]
+        for job in jobs:
+            job.result()
+    _raise_failure(st.fail_key)
+    return _result(problem, st)
+
+
+def _deadline_ns(deadline: Optional[float]):
+    """(has_deadline, the same instant on the kernel's :data:`CLOCK` in ns).
+
+    Like the reference's ``time.perf_counter() > deadline``: NaN or +inf never
+    stops, -inf stops at once (remaining time clamped to +-1e9 s).
+    """
+    if deadline is None:
+        return False, 0
+    remaining = float(deadline) - time.perf_counter()
+    if not remaining < 1e9:  # NaN, +inf, or far away
+        return False, 0
+    return True, time.clock_gettime_ns(CLOCK) + round(max(remaining, -1e9) * 1e9)
+
+
+def _threads() -> int:
+    """Worker threads for big batches: numba's thread count (NUMBA_NUM_THREADS, default all cores)."""
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
+def _chunks(b: int) -> int:
+    """How many slices a batch of b candidates is cut into (1 = one serial call)."""
+    if b < PARALLEL_MIN_CANDIDATES:
+        return 1
+    return max(1, min(_threads(), b // (PARALLEL_MIN_CANDIDATES // 2)))
+
+
+_pool: Optional[ThreadPoolExecutor] = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="direction_up_ik_fast")
+        return _pool
+
+
+def _rows(tup, lo: int, hi: int):
+    """The same namedtuple with every candidate-leading array cut to rows lo:hi (views)."""
+    if isinstance(tup, _Targets):
+        return tup._replace(position=tup.position[lo:hi], direction=tup.direction[lo:hi],
+                            up=tup.up[lo:hi], has_direction=tup.has_direction[lo:hi],
+                            has_up=tup.has_up[lo:hi])
+    return type(tup)(*(x[lo:hi] for x in tup))
+
+
+def _raise_failure(fail_key: np.ndarray) -> None:
+    failed = fail_key >= 0
+    if not np.any(failed):
+        return
+    first = int(np.min(fail_key[failed]))
+    phase = first % _PHASES_PER_ITERATION
+    if phase == _PHASE_SINGULAR:
+        raise np.linalg.LinAlgError("Singular matrix")
+    what = {_PHASE_JACOBIAN: "Jacobian", _PHASE_STEP: "joint step"}.get(phase, "residual")
+    raise NumericalFailure(sorted(int(c) for c in np.flatnonzero(fail_key == first)),
+                           f"non-finite {what}")
+
+
+def _result(problem: IKProblem, st: _State) -> IKBatchResult:
+    """Assemble the result exactly as the reference does."""
+    p, s = problem, problem.settings
+    pos_err, dir_err, up_err = st.err[:, 0], st.err[:, 1], st.err[:, 2]
+    ok = ((pos_err < s.position_tol)
+          & (~p.has_direction | (dir_err < s.frame_tol_rad))
+          & (~p.has_up | (up_err < s.frame_tol_rad)))
+    success = np.all(ok, axis=-1)
+    q = st.q
+    delta = q[:, p.active] - p.q_initial[p.active]
+    cost = np.where(success, np.sum(delta * delta, axis=-1), np.inf)
+    best = int(np.argmin(cost)) if np.any(success) else None
+    return IKBatchResult(
+        joint_q=q.astype(np.float32), success=success.astype(np.int32),
+        cost=cost.astype(np.float64), best_index=best, position_error=np.ascontiguousarray(pos_err),
+        direction_error=np.where(p.has_direction, dir_err, np.nan),
+        up_error=np.where(p.has_up, up_err, np.nan), iterations=st.iterations.astype(np.int32),
+        stop_reason=tuple(_REASONS[int(x)] for x in st.reason),
+        active_dof_ids=tuple(int(i) for i in p.active))
+
+
+def warm_up() -> float:
+    """Compile (or load from the cache) the kernel on a tiny problem; returns seconds taken.
+
+    Runs the shortcut and full-FK Jacobians, a deadline and the threaded path.
+    """
+    from .problem import build_problem
+    from .settings import SolverSettings
+    from .targets import DirectionUpTarget
+    t0 = time.perf_counter()
+    urdf = """<robot name='warm_up'><link name='base'/><link name='l1'/><link name='l2'/>
+      <link name='tip'/>
+      <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
+        <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+      <joint name='j2' type='prismatic'><parent link='l1'/><child link='l2'/>
+        <origin xyz='0.3 0 0'/><axis xyz='1 0 0'/><limit lower='0' upper='0.2' effort='1' velocity='1'/></joint>
+      <joint name='j3' type='revolute'><parent link='l2'/><child link='tip'/><origin xyz='0.2 0 0'/>
+        <axis xyz='0 1 0'/><mimic joint='j1' multiplier='0.5'/>
+        <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+    </robot>"""
+    settings = SolverSettings(max_position_error=0.03, max_iters=3)
+    targets = [(DirectionUpTarget(0, (0.3, y, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0)),)
+               for y in (0.2, -0.2)]
+    for mimic in (False, True):
+        text = urdf if mimic else urdf.replace("<mimic joint='j1' multiplier='0.5'/>", "")
+        robot = RobotKinematics.from_urdf(text, ["tip"])
+        problem = build_problem(robot, targets, None, "cpu", None, settings)
+        solve(problem, parallel=False)
+        solve(problem, deadline=time.perf_counter() + 60.0, parallel=True)
+    return time.perf_counter() - t0

@@ -1,0 +1,426 @@
+"""The compiled (numba) backend against the numpy reference (``direction_up_ik.core.fast``).
+
+Both backends run the same algorithm; they differ only in rounding (numpy's
+3x3 products go through BLAS, its systems through LAPACK). On every robot below
+and >= 200 random candidates (reachable and unreachable; full / axis / position
+modes; TCP-convention, default and custom local axes; random active subsets,
+bounds, roots and start states; tight and loose parameters) the test requires:
+
+* identical success flags, stop reasons and iteration counts for >= 99% of the
+  candidates (a mismatch can only come from a 1e-16 rounding difference
+  flipping a comparison that sits on a tie; mismatches are printed);
+* where those agree: ``joint_q`` within 1e-5, errors allclose, cost and
+  best_index consistent;
+* every success re-checked with the numpy FK, every joint within its bounds.
+
+Skipped only when numba cannot be imported (it is in requirements/core.txt).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import List
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba", reason="the compiled backend needs numba (requirements/core.txt)")
+
+from direction_up_ik import (DirectionUpTarget, InputValidationError, NumericalFailure,  # noqa: E402
+                             RobotKinematics, robo_solve_ik_direction_up_multi_batch)
+from direction_up_ik.core import fast  # noqa: E402
+from direction_up_ik.core import result as res  # noqa: E402
+from direction_up_ik.core.problem import build_problem  # noqa: E402
+from direction_up_ik.core.rotations import align_vector  # noqa: E402
+from direction_up_ik.core.settings import SolverSettings  # noqa: E402
+from direction_up_ik.core.solver import solve_problem  # noqa: E402
+from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
+
+from helpers import mid_range, random_in_limits  # noqa: E402
+
+_LIMIT = "effort='1' velocity='1'"
+
+#: A mimic joint on the TCP chain (perturbed poses by full FK in both backends), a
+#: prismatic joint in the middle of the chain and a mimic finger off the chain.
+MIMIC_URDF = f"""<robot name='mimic_arm'>
+  <link name='base'/><link name='l1'/><link name='l2'/><link name='l3'/><link name='l4'/>
+  <link name='l5'/><link name='tool'/><link name='finger'/>
+  <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/>
+    <origin xyz='0 0 0.2'/><axis xyz='0 0 1'/><limit lower='-2.8' upper='2.8' {_LIMIT}/></joint>
+  <joint name='j2' type='revolute'><parent link='l1'/><child link='l2'/>
+    <origin xyz='0 0 0.15' rpy='0.1 0 0'/><axis xyz='0 1 0'/><limit lower='-1.7' upper='1.7' {_LIMIT}/></joint>
+  <joint name='j3' type='prismatic'><parent link='l2'/><child link='l3'/>
+    <origin xyz='0 0 0.3'/><axis xyz='0 0 1'/><limit lower='0' upper='0.25' {_LIMIT}/></joint>
+  <joint name='j4' type='revolute'><parent link='l3'/><child link='l4'/>
+    <origin xyz='0.05 0 0.1'/><axis xyz='0 1 0'/><mimic joint='j2' multiplier='-0.6' offset='0.2'/>
+    <limit lower='-3' upper='3' {_LIMIT}/></joint>
+  <joint name='j5' type='revolute'><parent link='l4'/><child link='l5'/>
+    <origin xyz='0 0 0.2' rpy='0 0.3 0'/><axis xyz='1 0 0'/><limit lower='-2.5' upper='2.5' {_LIMIT}/></joint>
+  <joint name='j6' type='continuous'><parent link='l5'/><child link='tool'/>
+    <origin xyz='0 0 0.1'/><axis xyz='0 0 1'/></joint>
+  <joint name='jf' type='prismatic'><parent link='l5'/><child link='finger'/>
+    <origin xyz='0 0.02 0.1'/><axis xyz='0 1 0'/><mimic joint='j3' multiplier='0.1'/>
+    <limit lower='0' upper='0.04' {_LIMIT}/></joint>
+</robot>"""
+
+#: A gantry: three prismatic joints, then a three-axis wrist.
+PRISMATIC_URDF = f"""<robot name='gantry'>
+  <link name='base'/><link name='x'/><link name='y'/><link name='z'/><link name='w1'/>
+  <link name='w2'/><link name='tool'/>
+  <joint name='px' type='prismatic'><parent link='base'/><child link='x'/>
+    <origin xyz='0 0 1'/><axis xyz='1 0 0'/><limit lower='-0.5' upper='0.5' {_LIMIT}/></joint>
+  <joint name='py' type='prismatic'><parent link='x'/><child link='y'/>
+    <axis xyz='0 1 0'/><limit lower='-0.4' upper='0.4' {_LIMIT}/></joint>
+  <joint name='pz' type='prismatic'><parent link='y'/><child link='z'/>
+    <origin rpy='3.14159 0 0'/><axis xyz='0 0 1'/><limit lower='0' upper='0.6' {_LIMIT}/></joint>
+  <joint name='r1' type='revolute'><parent link='z'/><child link='w1'/>
+    <origin xyz='0 0 0.1'/><axis xyz='0 0 1'/><limit lower='-3' upper='3' {_LIMIT}/></joint>
+  <joint name='r2' type='revolute'><parent link='w1'/><child link='w2'/>
+    <origin xyz='0 0 0.08'/><axis xyz='0 1 0'/><limit lower='-2' upper='2' {_LIMIT}/></joint>
+  <joint name='r3' type='revolute'><parent link='w2'/><child link='tool'/>
+    <origin xyz='0 0 0.06'/><axis xyz='0 0 1'/><limit lower='-3' upper='3' {_LIMIT}/></joint>
+</robot>"""
+
+TCP = np.array([[1, 0, 0, 0.0], [0, 1, 0, 0.01], [0, 0, 1, 0.05], [0, 0, 0, 1]], dtype=float)
+
+
+def make_robot(name: str) -> RobotKinematics:
+    if name == "mimic_arm":
+        robot = RobotKinematics.from_urdf(MIMIC_URDF, ["tool"], [TCP])
+        assert robot.kernel_arrays().mimic_on_tcp_chain
+        return robot
+    if name == "gantry":
+        return RobotKinematics.from_urdf(PRISMATIC_URDF, ["tool"], [TCP])
+    return load_robot(name)
+
+
+ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso", "mimic_arm", "gantry")
+
+#: Parameter sets: spec defaults, tight, loose (keywords of SolverSettings).
+PARAMS = (
+    dict(max_position_error=0.03),
+    dict(max_position_error=0.005, max_iters=12, position_tol=2e-4, frame_tol_rad=2e-3,
+         damping=1e-6, max_step_norm=0.05, position_weight=3.0, rotation_weight=0.5),
+    dict(max_position_error=0.5, max_iters=64, position_tol=1e-2, frame_tol_rad=5e-2,
+         damping=0.1, max_step_norm=1.0, position_weight=0.7, rotation_weight=2.0),
+)
+LOCAL_AXES = ("tcp", "default", "custom")
+CUSTOM_LOCAL = (np.array([0.0, 0.6, 0.8]), np.array([1.0, 0.0, 0.0]))
+
+
+def random_unit(rng) -> np.ndarray:
+    v = rng.normal(size=3)
+    return v / np.linalg.norm(v)
+
+
+def make_target(rng, e: int, tcp: np.ndarray, local_axes: str, mode: str, reachable: bool):
+    """A target for EE ``e`` whose pose is ``tcp`` (4, 4) when reachable."""
+    pos = tcp[:3, 3].copy()
+    if local_axes == "tcp":
+        ld, lu, local = np.array([0.0, 0.0, 1.0]), np.array([0.0, 1.0, 0.0]), dict(
+            local_direction=None, local_up=None)
+    elif local_axes == "default":
+        ld, lu, local = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0]), {}
+    else:
+        ld, lu = CUSTOM_LOCAL
+        local = dict(local_direction=ld, local_up=lu)
+    d, u = tcp[:3, :3] @ ld, tcp[:3, :3] @ lu
+    if not reachable:
+        if rng.random() < 0.5:
+            pos = pos + rng.normal(size=3) * 2.0   # far away
+        else:
+            d, u = random_unit(rng), random_unit(rng)  # an orientation the arm may not reach
+            pos = pos + rng.normal(size=3) * 0.05
+    if mode == "position":
+        return DirectionUpTarget(e, pos, None, None, **local)
+    if mode == "axis":
+        return DirectionUpTarget(e, pos, d, None, **local)
+    return DirectionUpTarget(e, pos, d, u, **local)
+
+
+def scenarios(robot: RobotKinematics, rng, per_config: int):
+    """Yield (kwargs of build_problem, q_start or None) over parameter / axes / active combinations."""
+    d = robot.num_dofs
+    configs = [(p, a) for p in range(len(PARAMS)) for a in LOCAL_AXES]
+    for i, (p, axes) in enumerate(configs):
+        start = mid_range(robot) + (rng.uniform(-0.2, 0.2, d) if i % 2 else 0.0)
+        start = np.clip(start, robot.lower_limits, robot.upper_limits)
+        robot.joint_q[:] = start
+        active = None
+        if i % 3 == 1:  # random subset
+            active = tuple(sorted(rng.choice(d, size=max(1, d - 2), replace=False).tolist()))
+        goals = random_in_limits(robot, rng, per_config)
+        act = np.arange(d) if active is None else np.array(active)
+        frozen = np.setdiff1d(np.arange(d), act)
+        goals[:, frozen] = robot.joint_q[frozen]
+        root = None
+        if i % 4 == 3:
+            root = np.eye(4)
+            root[:3, 3] = (0.2, -0.1, 0.3)
+            c, s = np.cos(0.4), np.sin(0.4)
+            root[:2, :2] = [[c, -s], [s, c]]
+        tcps = robot.tcp_transforms(goals, root)
+        candidates = []
+        for k in range(per_config):
+            reachable = rng.random() < 0.6
+            modes = rng.choice(["full", "full", "axis", "position"], size=robot.num_end_effectors)
+            candidates.append(tuple(make_target(rng, e, tcps[k, e], axes, modes[e], reachable)
+                                    for e in range(robot.num_end_effectors)))
+        bounds = None
+        if i % 5 == 4:  # narrowed bounds around the start
+            lo = np.maximum(robot.lower_limits, robot.joint_q - 0.8)
+            hi = np.minimum(robot.upper_limits, robot.joint_q + 0.8)
+            bounds = (lo, hi)
+        q_start = None
+        if i % 3 == 2 or i == 4:  # random starts in the bounds, as the multi-seed search does
+            lo = robot.lower_limits if bounds is None else bounds[0]
+            hi = robot.upper_limits if bounds is None else bounds[1]
+            lo = np.where(np.isfinite(lo), lo, -np.pi)
+            hi = np.where(np.isfinite(hi), hi, np.pi)
+            q_start = np.broadcast_to(robot.joint_q.astype(float), (per_config, d)).copy()
+            q_start[:, act] = rng.uniform(lo[act], hi[act], size=(per_config, len(act)))
+        settings = SolverSettings(**PARAMS[p])
+        yield dict(robot=robot, candidates=candidates, active_dof_ids=active, device="cpu",
+                   root_world_xform=root, settings=settings, joint_bounds=bounds), q_start
+
+
+def check_success_with_numpy_fk(problem, q_start, result) -> None:
+    """Successes meet the tolerances by an FK evaluated here with numpy; active joints stay in
+    their bounds, inactive ones where they started."""
+    robot, s = problem.robot, problem.settings
+    a = problem.active
+    q = result.joint_q.astype(np.float64)
+    assert np.all(q[:, a] >= problem.lower[a]) and np.all(q[:, a] <= problem.upper[a])
+    frozen = np.setdiff1d(np.arange(robot.num_dofs), a)
+    start = problem.q_initial[None] if q_start is None else q_start
+    assert np.array_equal(result.joint_q[:, frozen],
+                          np.broadcast_to(start, q.shape)[:, frozen].astype(np.float32))
+    tcp = robot.tcp_transforms(q, problem.root_world_xform)[:, problem.ee_ids]
+    for b in np.flatnonzero(result.success):
+        for e in range(problem.num_targets):
+            rot, pos = tcp[b, e, :3, :3], tcp[b, e, :3, 3]
+            assert np.linalg.norm(pos - problem.target_position[b, e]) < s.position_tol + 1e-12
+            cur_d = rot @ problem.local_direction[e]
+            t_d = problem.target_direction[b, e]
+            if problem.has_direction[b, e]:
+                angle = np.arctan2(np.linalg.norm(np.cross(cur_d, t_d)), cur_d @ t_d)
+                assert angle < s.frame_tol_rad + 1e-12
+            if problem.has_up[b, e]:
+                up = align_vector(rot @ problem.local_up[e], cur_d, t_d)
+                t_u = problem.target_up[b, e]
+                angle = np.arctan2(np.linalg.norm(np.cross(up, t_u)), up @ t_u)
+                assert angle < s.frame_tol_rad + 1e-12
+
+
+def compare(problem, q_start, ref, out, mismatches: List[str]) -> int:
+    """Compare two results of one problem; returns the candidates compared."""
+    same = ((ref.success == out.success) & (np.array(ref.stop_reason) == np.array(out.stop_reason))
+            & (ref.iterations == out.iterations))
+    for b in np.flatnonzero(~same):
+        mismatches.append(
+            f"{problem.robot.robot_name} b={b}: numpy {ref.stop_reason[b]}/{ref.iterations[b]} it/"
+            f"success {ref.success[b]} vs numba {out.stop_reason[b]}/{out.iterations[b]} it/success "
+            f"{out.success[b]}; |dq| {np.abs(ref.joint_q[b] - out.joint_q[b]).max():.2e}, "
+            f"pos err {ref.position_error[b].max():.3e} vs {out.position_error[b].max():.3e}")
+    s = same
+    assert out.joint_q.dtype == np.float32 and out.success.dtype == np.int32
+    assert out.iterations.dtype == ref.iterations.dtype
+    np.testing.assert_allclose(out.joint_q[s], ref.joint_q[s], rtol=0, atol=1e-5)
+    for field in ("position_error", "direction_error", "up_error"):
+        np.testing.assert_allclose(getattr(out, field)[s], getattr(ref, field)[s],
+                                   rtol=1e-6, atol=1e-9, equal_nan=True, err_msg=field)
+    np.testing.assert_allclose(out.cost[s], ref.cost[s], rtol=1e-6, atol=1e-9)
+    assert np.isnan(out.direction_error).tolist() == np.isnan(ref.direction_error).tolist()
+    if np.all(same):
+        assert out.best_index == ref.best_index or \
+            np.isclose(out.cost[out.best_index], ref.cost[ref.best_index], rtol=1e-6, atol=1e-12)
+    assert out.active_dof_ids == ref.active_dof_ids
+    check_success_with_numpy_fk(problem, q_start, out)
+    check_success_with_numpy_fk(problem, q_start, ref)
+    return len(same)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled():
+    """Compile (or load) the kernels once; later timings are the solver's."""
+    fast.warm_up()
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_numba_matches_numpy(name):
+    robot = make_robot(name)
+    rng = np.random.default_rng(sum(map(ord, name)))
+    mismatches: List[str] = []
+    compared, successes = 0, 0
+    for kwargs, q_start in scenarios(robot, rng, per_config=24):
+        problem = build_problem(**kwargs)
+        ref = solve_problem(problem, q_start, backend="numpy")
+        out = solve_problem(problem, q_start, backend="numba")
+        compared += compare(problem, q_start, ref, out, mismatches)
+        successes += int(ref.success.sum())
+    for line in mismatches[:10]:
+        print("mismatch:", line)
+    print(f"{name}: {compared} candidates, {successes} numpy successes, {len(mismatches)} mismatches")
+    assert compared >= 200
+    assert 0.1 * compared < successes < 0.9 * compared  # reachable and unreachable ones
+    assert len(mismatches) <= 0.01 * compared, mismatches
+
+
+def test_parallel_sweep_equals_serial_and_loop(dual_arm):
+    """Threads change nothing; a batch equals one-candidate calls."""
+    rng = np.random.default_rng(3)
+    dual_arm.joint_q[:] = mid_range(dual_arm)
+    tcps = dual_arm.tcp_transforms(random_in_limits(dual_arm, rng, 80))
+    cands = [tuple(DirectionUpTarget(e, t[e, :3, 3], t[e, :3, 2], t[e, :3, 1], None, None)
+                   for e in range(2)) for t in tcps]
+    problem = build_problem(dual_arm, cands, None, "cpu", None, SolverSettings(max_position_error=0.03))
+    serial = fast.solve(problem, parallel=False)
+    threaded = fast.solve(problem, parallel=True)
+    assert np.array_equal(serial.joint_q, threaded.joint_q)
+    assert serial.stop_reason == threaded.stop_reason
+    assert np.array_equal(serial.iterations, threaded.iterations)
+    for b in range(0, 80, 9):
+        single = fast.solve(problem.select([b]))
+        assert np.array_equal(single.joint_q[0], serial.joint_q[b])
+        assert single.stop_reason[0] == serial.stop_reason[b]
+
+
+def test_public_api_backend_switch(panda):
+    panda.joint_q[:] = mid_range(panda)
+    goal = panda.tcp_transforms(mid_range(panda) + 0.3)[0]
+    cand = ((DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None),),)
+    results = {b: robo_solve_ik_direction_up_multi_batch(panda, cand, max_position_error=0.03,
+                                                         backend=b)
+               for b in ("numpy", "numba", "auto")}
+    assert results["numba"].success[0] == 1
+    for r in results.values():
+        np.testing.assert_allclose(r.joint_q, results["numpy"].joint_q, atol=1e-5)
+        assert r.stop_reason == results["numpy"].stop_reason
+    with pytest.raises(InputValidationError, match="backend"):
+        robo_solve_ik_direction_up_multi_batch(panda, cand, max_position_error=0.03, backend="gpu")
+
+
+def test_auto_falls_back_to_numpy_for_models_it_cannot_reproduce(panda, monkeypatch):
+    class Custom(RobotKinematics):
+        def tcp_poses(self, q, root_world_xform=None):
+            return super().tcp_poses(q, root_world_xform)
+
+    robot = Custom.from_urdf(str(bundled_robot("panda_like").urdf_path()), ["panda_hand"])
+    goal = robot.tcp_transforms(mid_range(robot))[0]
+    problem = build_problem(robot, ((DirectionUpTarget(0, goal[:3, 3], None, None),),),
+                            settings=SolverSettings(max_position_error=0.03))
+    assert not fast.supports(problem)
+    called = []
+    monkeypatch.setattr(fast, "solve", lambda *a, **k: called.append(1))
+    solve_problem(problem)  # auto -> numpy
+    assert called == []
+    with pytest.raises(InputValidationError, match="does not support"):
+        solve_problem(problem, backend="numba")
+    monkeypatch.setenv("DIRECTION_UP_IK_BACKEND", "numpy")
+    panda_problem = build_problem(panda, ((DirectionUpTarget(0, goal[:3, 3], None, None),),),
+                                  settings=SolverSettings(max_position_error=0.03))
+    solve_problem(panda_problem)  # the environment variable keeps auto on numpy
+    assert called == []
+
+
+def test_deadline_stops_both_backends_alike(panda):
+    panda.joint_q[:] = mid_range(panda)
+    tcps = panda.tcp_transforms(random_in_limits(panda, np.random.default_rng(1), 6))
+    cands = [(DirectionUpTarget(0, t[0, :3, 3], t[0, :3, 2], t[0, :3, 1], None, None),) for t in tcps]
+    problem = build_problem(panda, cands, settings=SolverSettings(max_position_error=0.03))
+    past = time.perf_counter() - 1.0
+    for backend in ("numpy", "numba"):
+        r = solve_problem(problem, deadline=past, backend=backend)
+        assert all(s in (res.STOP_TIME_BUDGET, res.STOP_CONVERGED) for s in r.stop_reason)
+        assert np.all(r.iterations == 0)
+        later = solve_problem(problem, deadline=time.perf_counter() + 60.0, backend=backend)
+        plain = solve_problem(problem, backend=backend)
+        assert later.stop_reason == plain.stop_reason
+        assert np.array_equal(later.joint_q, plain.joint_q)
+    threaded = fast.solve(problem, deadline=past, parallel=True)
+    assert threaded.stop_reason == solve_problem(problem, deadline=past, backend="numpy").stop_reason
+
+
+def test_deadline_reached_while_iterating():
+    """A budget that runs out part-way stops the compiled solve between iterations."""
+    robot = load_robot("dual_arm_torso")
+    robot.joint_q[:] = mid_range(robot)
+    tcps = robot.tcp_transforms(random_in_limits(robot, np.random.default_rng(2), 64))
+    cands = [tuple(DirectionUpTarget(e, t[e, :3, 3] + 3.0, t[e, :3, 2], t[e, :3, 1], None, None)
+                   for e in range(2)) for t in tcps]  # unreachable: they would run long
+    problem = build_problem(robot, cands, settings=SolverSettings(max_position_error=0.03,
+                                                                   max_iters=10_000))
+    t0 = time.perf_counter()
+    r = fast.solve(problem, deadline=t0 + 0.05, parallel=False)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 1.0
+    running = [s for s in r.stop_reason if s == res.STOP_TIME_BUDGET]
+    if running:  # some candidate was still iterating: it has done some work
+        assert np.max(r.iterations) > 0
+
+
+def test_no_active_joints(panda):
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    problem = build_problem(panda, ((DirectionUpTarget(0, goal[:3, 3] + 0.1, None, None),),),
+                            active_dof_ids=(), settings=SolverSettings(max_position_error=0.03))
+    ref = solve_problem(problem, backend="numpy")
+    out = solve_problem(problem, backend="numba")
+    assert out.stop_reason == ref.stop_reason == (res.STOP_NO_ACTIVE_JOINTS,)
+    assert np.array_equal(out.joint_q, ref.joint_q)
+
+
+def _huge_robot(origin: float) -> RobotKinematics:
+    urdf = f"""<robot name='huge'><link name='base'/><link name='l1'/><link name='l2'/>
+      <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/>
+        <origin xyz='{origin} 0 0'/><axis xyz='0 0 1'/><limit lower='-3' upper='3' {_LIMIT}/></joint>
+      <joint name='j2' type='revolute'><parent link='l1'/><child link='l2'/>
+        <origin xyz='{origin} 0 0'/><axis xyz='0 1 0'/><limit lower='-3' upper='3' {_LIMIT}/></joint>
+    </robot>"""
+    return RobotKinematics.from_urdf(urdf, ["l2"])
+
+
+@pytest.mark.parametrize("origin", [1e308, 1e200])
+def test_numerical_failure_raised_by_both(origin):
+    robot = _huge_robot(origin)
+    cands = [(DirectionUpTarget(0, (0.5, 0.1 * k, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0)),)
+             for k in range(3)]
+    problem = build_problem(robot, cands, settings=SolverSettings(max_position_error=0.03))
+    errors = {}
+    for backend in ("numpy", "numba"):
+        with pytest.raises(NumericalFailure) as info:
+            solve_problem(problem, backend=backend)
+        errors[backend] = info.value
+        assert isinstance(info.value, FloatingPointError)
+    assert errors["numba"].candidates == errors["numpy"].candidates == (0, 1, 2)
+    assert str(errors["numba"]) == str(errors["numpy"])
+    with pytest.raises(NumericalFailure):
+        fast.solve(problem, parallel=True)
+
+
+def test_numerical_failure_lists_only_the_offending_candidates(panda):
+    """A target at 1.7e308 m makes only its own candidates' weighted residual overflow."""
+    panda.joint_q[:] = mid_range(panda)
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    ok = (DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None),)
+    bad = (DirectionUpTarget(0, (1.7e308, 0.0, 0.0), goal[:3, 2], goal[:3, 1], None, None),)
+    problem = build_problem(panda, [ok, bad, ok, bad],
+                            settings=SolverSettings(max_position_error=0.03, position_weight=4.0))
+    messages = set()
+    for backend in ("numpy", "numba"):
+        with pytest.raises(NumericalFailure) as info:
+            solve_problem(problem, backend=backend)
+        assert info.value.candidates == (1, 3)
+        messages.add(str(info.value))
+    assert len(messages) == 1
+
+
+def test_kernel_arrays_is_a_cached_read_only_view_of_the_model(panda):
+    ka = panda.kernel_arrays()
+    assert ka is panda.kernel_arrays()
+    assert ka.node_rot.shape == (len(ka.node_parent), 3, 3) and not ka.node_rot.flags.writeable
+    assert ka.dof_moves_tcp.shape == (panda.num_dofs, panda.num_end_effectors)
+    assert not ka.mimic_on_tcp_chain
+
+
+def test_warm_up_returns_seconds():
+    assert fast.warm_up() >= 0.0
