@@ -17,7 +17,7 @@ from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, SolverSettings
 from ..core.targets import as_vector3
-from .config import EndEffectorConfig
+from .config import PARAMETER_BY_NAME, EndEffectorConfig
 
 Response = SolveDirectionUpIK.Response
 
@@ -114,6 +114,15 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
     return out
 
 
+def _check_parameter_range(field: str, parameter: str, value) -> None:
+    """An override may not exceed the range of the node parameter it stands for: an unbounded
+    max_iters or time_budget would keep the node's single thread busy indefinitely."""
+    high = PARAMETER_BY_NAME[parameter].max_value
+    if high is not None and value > high:
+        raise RequestError(Response.INVALID_REQUEST, f"{field}: must be <= {high:g} (the range of "
+                                                     f"parameter {parameter}), got {value:g}")
+
+
 def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
     """Apply a SolverOverrides message (0 = unset) to the node's settings.
 
@@ -129,6 +138,7 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
             raise RequestError(Response.INVALID_REQUEST,
                                f"overrides.{name}: must be finite and positive (0 = use the parameter), "
                                f"got {value}")
+        _check_parameter_range(f"overrides.{name}", f"solver.{name}", value)
         changes[name] = int(value) if name == "max_iters" else float(value)
     try:
         return base.replace(**changes)
@@ -178,8 +188,10 @@ def search_options(config, overrides):
     if not math.isfinite(budget) or budget < 0:
         raise RequestError(Response.INVALID_REQUEST, f"overrides.time_budget: must be finite and >= 0 "
                                                      f"seconds (0 = use the parameter), got {budget}")
+    _check_parameter_range("overrides.time_budget", "search.time_budget", budget)
     if num_seeds > config.max_seeds:
-        raise RequestError(Response.REQUEST_TOO_LARGE, f"overrides.num_seeds: {num_seeds} exceeds "
+        source = "overrides.num_seeds" if overrides.num_seeds else "search.num_seeds"
+        raise RequestError(Response.REQUEST_TOO_LARGE, f"{source}: {num_seeds} exceeds "
                                                        f"limits.max_seeds={config.max_seeds}")
     if num_seeds == 0:
         return None

@@ -5,8 +5,9 @@ in any order: each message updates only the joints it names. Documented rules:
 
 * a message whose ``position`` length differs from its ``name`` length is
   rejected as a whole (warning);
-* NaN or infinite positions are rejected joint by joint (warning), keeping the
-  previous value of that joint;
+* NaN or infinite positions -- and those beyond float32's range (|v| > 3.4e38), which
+  the solver's float32 joint state would turn into infinities -- are rejected joint by
+  joint (warning), keeping the previous value of that joint;
 * names the robot model does not know (grippers, wheels, mimic joints) are ignored;
 * values are stored as received; limits are enforced when a solve starts
   (:meth:`JointStateStore.initial_state`).
@@ -18,6 +19,29 @@ import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+
+def float32_within_limits(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """``q`` (D,) as the solver's float32 joint state, rounded towards the inside of the limits.
+
+    Plain rounding can land one float32 step beyond a float64 limit (float32(0.4) is
+    0.4000000059604645), and joints the solve does not move are returned -- and published --
+    as they were given.
+    """
+    q32 = np.asarray(q, dtype=np.float32).copy()
+    above = q32.astype(np.float64) > upper
+    q32[above] = np.nextafter(q32[above], np.float32(-np.inf))
+    below = q32.astype(np.float64) < lower
+    q32[below] = np.nextafter(q32[below], np.float32(np.inf))
+    return q32
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _usable(value: float) -> bool:
+    """Finite, and finite as the solver's float32 too."""
+    return bool(np.isfinite(value)) and abs(value) <= _FLOAT32_MAX
 
 
 class JointStateError(ValueError):
@@ -61,8 +85,10 @@ class JointStateStore:
                 if i is None:
                     continue
                 value = float(value)
-                if not np.isfinite(value):
-                    warnings.append(f"joint_states: non-finite position {value} for '{name}' ignored")
+                if not _usable(value):
+                    warnings.append(f"joint_states: non-finite position {value} for '{name}' ignored"
+                                    if not np.isfinite(value) else f"joint_states: position {value} for "
+                                    f"'{name}' beyond float32's range ignored")
                     continue
                 self._q[i] = value
             self.messages += 1
@@ -94,8 +120,9 @@ class JointStateStore:
             if i is None:
                 raise JointStateError("unknown", f"initial_state names unknown joint '{name}'; "
                                                  f"joints: {list(self.joint_names)}")
-            if not np.isfinite(value):
-                raise JointStateError("invalid", f"initial_state position of '{name}' is not finite")
+            if not _usable(value):
+                raise JointStateError("invalid", f"initial_state position of '{name}' is not finite "
+                                                 f"(or beyond float32's range): {value}")
             q[i] = float(value)
         missing = [n for n, v in zip(self.joint_names, q) if np.isnan(v)]
         if missing:

@@ -44,13 +44,14 @@ from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
                     solve_problem)
+from ..core.solver import warm_up_backend
 from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
                      load_moveit_plugins, load_robot_model)
 from .conversions import (RequestError, fill_response, search_options, settings_with_overrides,
                           targets_from_candidates)
 from .drag import DragMarkers
-from .joint_state import JointStateError, JointStateStore
+from .joint_state import JointStateError, JointStateStore, float32_within_limits
 # The GetPositionIK bridge is the MoveIt front end's message-independent conversion.
 from ..moveit.bridge import solve_position_ik  # noqa: E402
 
@@ -90,7 +91,10 @@ class DirectionUpIKNode(Node):
             self._declare(spec)
         values = self._parameter_values()
         self._ee_specs = {}
-        for name in default_end_effector_names(values):
+        names = default_end_effector_names(values)
+        if len(set(names)) != len(names):  # before declaring end_effector.<name>.* twice
+            raise ConfigError("end_effectors", f"names must be unique, got {list(names)}")
+        for name in names:
             for spec in end_effector_parameters(name, bundled_end_effector_defaults(values, name)):
                 self._declare(spec)
                 self._ee_specs[spec.name] = spec
@@ -116,6 +120,7 @@ class DirectionUpIKNode(Node):
         # RViz interactive markers (markers.*): drag targets, solved through solve().
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
                                     self.solve) if self._config.markers_enabled else None)
+        self._kernel_seconds = warm_up_backend()
         self._log_summary()
 
     # ------------------------------------------------------------ parameters
@@ -179,7 +184,9 @@ class DirectionUpIKNode(Node):
             f"ready: robot '{r.robot_name}' root '{r.root_link}' with {r.num_dofs} joints; end effectors "
             f"{ees}; active joints {active}; tolerances {s.position_tol} m / {s.frame_tol_rad} rad, "
             f"max_iters {s.max_iters}; command {c.command_type} on "
-            f"{self._command_pub.topic_name}; service {self.resolve_service_name('~/solve')}")
+            f"{self._command_pub.topic_name}; service {self.resolve_service_name('~/solve')}; "
+            + ("solver backend numpy" if self._kernel_seconds is None else
+               f"solver backend numba (kernel ready in {self._kernel_seconds:.2f} s)"))
 
     # ------------------------------------------------------------- inputs
     def _on_joint_state(self, msg: JointState) -> None:
@@ -265,7 +272,8 @@ class DirectionUpIKNode(Node):
         targets = targets_from_candidates(candidates, config.end_effectors, self._frames)
         names = [config.end_effectors[t.ee_id].name for t in targets[0]]
         with self._solve_lock:
-            self._robot.joint_q[:] = q0
+            self._robot.joint_q[:] = float32_within_limits(q0, self._robot.lower_limits,
+                                                           self._robot.upper_limits)
             try:
                 problem = build_problem(self._robot, targets, active, "cpu", None, settings)
                 if search is None:
@@ -275,6 +283,10 @@ class DirectionUpIKNode(Node):
                 raise RequestError(Response.JOINT_STATE_OUT_OF_LIMITS, str(exc)) from None
             except NumericalFailure as exc:
                 raise RequestError(Response.NUMERICAL_FAILURE, str(exc)) from None
+            except np.linalg.LinAlgError as exc:  # e.g. a singular damped system (damping 5e-324)
+                raise RequestError(Response.NUMERICAL_FAILURE, f"numerical failure: the damped "
+                                   f"least-squares system is singular ({exc}); check overrides.damping "
+                                   "and the weights") from None
             except DirectionUpIKError as exc:
                 raise RequestError(Response.INVALID_REQUEST, str(exc)) from None
 
