@@ -347,3 +347,24 @@ class NodeProcess:
             self.proc.kill()
             self.proc.wait(timeout=5.0)
 
+
+
+def run_bad_configs(configs: dict) -> dict:
+    """Start a node process per ``{case: (ros_args, parameter)}`` at once; ``{case: (code, output)}``."""
+    procs = {name: NodeProcess(args) for name, (args, _) in configs.items()}
+    try:
+        return {name: (p.wait(timeout=60), p.output) for name, p in procs.items()}
+    finally:
+        for p in procs.values():
+            p.kill()
+
+
+def assert_exit_1_with_one_line(code: int, output: str, parameter: str) -> None:
+    """Bad configuration: exit code 1, one 'invalid configuration' line naming ``parameter``,
+    no traceback, never ready."""
+    assert code == 1, output
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if "invalid configuration" in line]
+    assert len(lines) == 1, output
+    assert f"parameter '{parameter}'" in lines[0], lines[0]
+    assert "ready:" not in output

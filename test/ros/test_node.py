@@ -28,7 +28,8 @@ from direction_up_ik.ros.node import DirectionUpIKNode  # noqa: E402
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
 from helpers import mid_range  # noqa: E402
-from node_harness import (CONFIG_DIR, REPO, Harness, NodeProcess, assert_reaches,  # noqa: E402
+from node_harness import (assert_exit_1_with_one_line, run_bad_configs,  # noqa: E402
+                          CONFIG_DIR, REPO, Harness, NodeProcess, assert_reaches,  # noqa: E402
                           candidate_at, private_domain_id, request, subprocess_env, target_msg,
                           value_of, wait_until)
 
@@ -783,24 +784,13 @@ BAD_CONFIGS = {
 @pytest.fixture(scope="module")
 def bad_config_runs():
     """Every bad configuration started at once (they exit within a second or two)."""
-    procs = {name: NodeProcess(args) for name, (args, _) in BAD_CONFIGS.items()}
-    try:
-        return {name: (p.wait(timeout=60), p.output) for name, p in procs.items()}
-    finally:
-        for p in procs.values():
-            p.kill()
+    return run_bad_configs(BAD_CONFIGS)
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
 def test_bad_configuration_exits_1_with_one_line(bad_config_runs, case):
     code, output = bad_config_runs[case]
-    parameter = BAD_CONFIGS[case][1]
-    assert code == 1, output
-    assert "Traceback" not in output, output
-    lines = [line for line in output.splitlines() if "invalid configuration" in line]
-    assert len(lines) == 1, output
-    assert f"parameter '{parameter}'" in lines[0], lines[0]
-    assert "ready:" not in output
+    assert_exit_1_with_one_line(code, output, BAD_CONFIGS[case][1])
 
 
 def test_healthy_node_process_loads_yaml_and_exits_0_on_sigint_and_sigterm():

@@ -36,7 +36,8 @@ from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
 from helpers import mid_range  # noqa: E402
-from node_harness import (REPO, Harness, NodeProcess, assert_reaches, candidate_at,  # noqa: E402
+from node_harness import (assert_exit_1_with_one_line, run_bad_configs,  # noqa: E402
+                          REPO, Harness, assert_reaches, candidate_at,  # noqa: E402
                           private_domain_id, request, subprocess_env, target_msg)
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -437,23 +438,14 @@ BAD_CONFIGS = {  # beyond test_node.BAD_CONFIGS: inconsistent end effectors, lin
 
 @pytest.fixture(scope="module")
 def bad_config_runs():
-    procs = {name: NodeProcess(args) for name, (args, _) in BAD_CONFIGS.items()}
-    try:
-        return {name: (p.wait(timeout=60), p.output) for name, p in procs.items()}
-    finally:
-        for p in procs.values():
-            p.kill()
+    """Every bad configuration started at once (they exit within a second or two)."""
+    return run_bad_configs(BAD_CONFIGS)
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
 def test_bad_configuration_exits_1_with_one_line(bad_config_runs, case):
     code, output = bad_config_runs[case]
-    assert code == 1, output
-    assert "Traceback" not in output, output
-    lines = [line for line in output.splitlines() if "invalid configuration" in line]
-    assert len(lines) == 1, output
-    assert f"parameter '{BAD_CONFIGS[case][1]}'" in lines[0], lines[0]
-    assert "ready:" not in output
+    assert_exit_1_with_one_line(code, output, BAD_CONFIGS[case][1])
 
 
 # ----------------------------------------------------------------------------- 5. live updates
