@@ -38,24 +38,15 @@ from typing import Dict, List
 import numpy as np
 
 from .core import DirectionUpTarget, robo_solve_ik_direction_up_multi_batch
+from .core.kinematics import mid_range, random_in_limits
 from .robots import load_robot
 
 DEFAULT_ROBOTS = ("panda_like", "dual_arm_torso")
 MAX_POSITION_ERROR = 0.03
 
 
-def mid_range(robot) -> np.ndarray:
-    """(D,) middle of each joint's limits; 0 for continuous joints."""
-    lo, hi = robot.lower_limits, robot.upper_limits
-    bounded = np.isfinite(lo) & np.isfinite(hi)
-    return np.where(bounded, 0.5 * (np.where(bounded, lo, 0) + np.where(bounded, hi, 0)), 0.0)
-
-
-def random_configurations(robot, rng: np.random.Generator, n: int) -> np.ndarray:
-    """(n, D) uniform in the limits; continuous joints uniform in [-pi, pi]."""
-    lo = np.where(np.isfinite(robot.lower_limits), robot.lower_limits, -np.pi)
-    hi = np.where(np.isfinite(robot.upper_limits), robot.upper_limits, np.pi)
-    return rng.uniform(lo, hi, size=(n, robot.num_dofs))
+#: (n, D) random in-limit joint states (kept under this name for callers of the benchmark).
+random_configurations = random_in_limits
 
 
 def reachable_candidates(robot, configurations: np.ndarray) -> List[tuple]:

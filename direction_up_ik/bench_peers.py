@@ -58,6 +58,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from .core import DirectionUpTarget, robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch
+from .core.kinematics import mid_range
 from .core.urdf_loader import parse_urdf
 from .robots import bundled_robot, load_robot
 
@@ -81,13 +82,6 @@ class Skip(Exception):
 
 
 # ----------------------------------------------------------------------------- problem
-def mid_range(robot) -> np.ndarray:
-    """(D,) middle of each joint's limits; 0 for continuous joints."""
-    lo, hi = robot.lower_limits, robot.upper_limits
-    bounded = np.isfinite(lo) & np.isfinite(hi)
-    return np.where(bounded, 0.5 * (np.where(bounded, lo, 0) + np.where(bounded, hi, 0)), 0.0)
-
-
 def sample_in_limits(lower: np.ndarray, upper: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
     """(n, D) uniform in the limits; unbounded (continuous) joints uniform in [-pi, pi]."""
     lo = np.where(np.isfinite(lower), lower, -np.pi)

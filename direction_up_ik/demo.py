@@ -42,7 +42,7 @@ def find_config(robot: str) -> pathlib.Path:
 
 def make_candidates(robot_name: str):
     """(start (D,), list of candidates as (end_effector name, 4x4 TCP pose) tuples)."""
-    from .bench import mid_range
+    from .core.kinematics import mid_range
     model = bundled_robot(robot_name).load()
     start = mid_range(model)
     names = [e.name for e in bundled_robot(robot_name).end_effectors]

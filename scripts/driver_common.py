@@ -30,6 +30,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import yaml
 
+from direction_up_ik.core.kinematics import mid_range, random_in_limits
+
 REPO = Path(__file__).resolve().parents[1]
 ROBOT = "dual_arm_torso"
 NODE_NAME = "direction_up_ik_node"
@@ -430,18 +432,6 @@ def vec(v) -> np.ndarray:
 
 def set_vec(v, values) -> None:
     v.x, v.y, v.z = (float(x) for x in values)
-
-
-def mid_range(model) -> np.ndarray:
-    lo, hi = model.lower_limits, model.upper_limits
-    bounded = np.isfinite(lo) & np.isfinite(hi)
-    return np.where(bounded, 0.5 * (np.where(bounded, lo, 0.0) + np.where(bounded, hi, 0.0)), 0.0)
-
-
-def random_in_limits(model, rng, n: int) -> np.ndarray:
-    lo = np.where(np.isfinite(model.lower_limits), model.lower_limits, -np.pi)
-    hi = np.where(np.isfinite(model.upper_limits), model.upper_limits, np.pi)
-    return rng.uniform(lo, hi, size=(n, model.num_dofs))
 
 
 def near(model, q, rng, scale: float) -> np.ndarray:

@@ -5,20 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from direction_up_ik import DirectionUpTarget
-
-
-def mid_range(robot) -> np.ndarray:
-    """(D,) middle of the limits (0 for unbounded joints)."""
-    lo, hi = robot.lower_limits, robot.upper_limits
-    bounded = np.isfinite(lo) & np.isfinite(hi)
-    return np.where(bounded, 0.5 * (np.where(bounded, lo, 0.0) + np.where(bounded, hi, 0.0)), 0.0)
-
-
-def random_in_limits(robot, rng, n: int) -> np.ndarray:
-    """(n, D) random joint states within the limits (+-pi for unbounded joints)."""
-    lo = np.where(np.isfinite(robot.lower_limits), robot.lower_limits, -np.pi)
-    hi = np.where(np.isfinite(robot.upper_limits), robot.upper_limits, np.pi)
-    return rng.uniform(lo, hi, size=(n, robot.num_dofs))
+from direction_up_ik.core.kinematics import mid_range, random_in_limits  # noqa: F401 (re-exported)
 
 
 def targets_at(robot, q: np.ndarray, ee_ids=None, tcp_convention: bool = True):

@@ -54,6 +54,20 @@ def validate_transform(xform, field: str, error=InputValidationError) -> np.ndar
     return t
 
 
+def mid_range(robot: "RobotKinematics") -> np.ndarray:
+    """(D,) middle of each joint's limits (rad / m); 0 for continuous joints."""
+    lo, hi = robot.lower_limits, robot.upper_limits
+    bounded = np.isfinite(lo) & np.isfinite(hi)
+    return np.where(bounded, 0.5 * (np.where(bounded, lo, 0.0) + np.where(bounded, hi, 0.0)), 0.0)
+
+
+def random_in_limits(robot: "RobotKinematics", rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, D) joint states uniform in the limits; continuous joints uniform in [-pi, pi]."""
+    lo = np.where(np.isfinite(robot.lower_limits), robot.lower_limits, -np.pi)
+    hi = np.where(np.isfinite(robot.upper_limits), robot.upper_limits, np.pi)
+    return rng.uniform(lo, hi, size=(n, robot.num_dofs))
+
+
 def _model_error(field: str, rule: str) -> RobotModelError:
     return RobotModelError(f"{field}: {rule}")
 

@@ -21,6 +21,7 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from ..core.kinematics import mid_range
 from ..robots import DEFAULT_ROBOT, bundled_robot
 
 
@@ -41,11 +42,8 @@ class CommandEcho(Node):
                 description="joint_states publishing rate, Hz", read_only=True,
                 floating_point_range=[FloatingPointRange(from_value=1.0, to_value=1000.0)])).value
         model = bundled_robot(robot_name).load()
-        lo, hi = model.lower_limits, model.upper_limits
-        bounded = np.isfinite(lo) & np.isfinite(hi)
         self._names = list(model.joint_names)
-        self._positions = dict(zip(self._names, np.where(bounded, (np.where(bounded, lo, 0) +
-                                                                  np.where(bounded, hi, 0)) / 2, 0.0)))
+        self._positions = dict(zip(self._names, mid_range(model)))
         self._pub = self.create_publisher(JointState, "joint_states", 10)
         self.create_subscription(JointState, topic, self._on_command, 10)
         self.create_timer(1.0 / rate, self._publish)
