@@ -142,17 +142,21 @@ _Targets = namedtuple("_Targets", (
 
 #: Settings and the active set: weights, damping, caps, tolerances (floats);
 #: ``eps``, ``cos_eps``, ``sin_eps``: FD perturbation; ``step_scales`` (8,);
-#: ``active`` (A,) int64; ``lower``/``upper`` (A,) bounds of the active joints.
+#: ``active`` (A,) int64; ``lower``/``upper`` (A,) bounds of the active joints;
+#: ``q_initial`` (D,) the state the cost is measured from.
 _Config = namedtuple("_Config", (
     "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
     "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
-    "active", "lower", "upper"))
+    "active", "lower", "upper", "q_initial"))
 
 #: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
 #: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
-#: position/direction/up errors, ``iterations``, ``reason``, ``fail_key`` (B,),
-#: ``done`` (B,) bool.
-_State = namedtuple("_State", ("q", "r", "ssr", "err", "iterations", "reason", "fail_key", "done"))
+#: position/direction/up errors (NaN, once solved, for the parts a target leaves
+#: free), ``iterations``, ``reason``, ``fail_key`` (B,), ``done`` (B,) bool, and
+#: once solved ``success`` (B,) bool and ``cost`` (B,) (spec 4; +inf on failure).
+#: The kernel initialises every field but ``q``; the caller may pass np.empty.
+_State = namedtuple("_State", ("q", "r", "ssr", "err", "iterations", "reason", "fail_key", "done",
+                               "success", "cost"))
 
 #: Per-candidate scratch (B leading) so that no iteration allocates: node frames
 #: (K, 3, 3)/(K, 3), TCP poses (E, 3, 3)/(E, 3), 3x3 temporaries, the Jacobian
@@ -795,6 +799,29 @@ def start_candidate(b, m, tg, cfg, st, wk):
 
 
 @jitable
+def finish_candidate(b, tg, cfg, st, wk):
+    """Spec 4 outcome of candidate b: ``success``, ``cost`` (sum of squared active-joint
+    changes from ``cfg.q_initial``, pairwise like ``np.sum``; +inf on failure), then NaN
+    in ``err`` for the parts its targets leave free."""
+    err = st.err[b]
+    st.success[b] = meets_tolerances(tg, cfg, b, err)
+    if st.success[b]:
+        q, scratch = st.q[b], wk.sq[b]
+        for i in range(cfg.active.shape[0]):
+            d = cfg.active[i]
+            delta = q[d] - cfg.q_initial[d]
+            scratch[i] = delta * delta
+        st.cost[b] = pairwise_sum(scratch, 0, cfg.active.shape[0])
+    else:
+        st.cost[b] = np.inf
+    for e in range(err.shape[1]):
+        if not tg.has_direction[b, e]:
+            err[1, e] = np.nan
+        if not tg.has_up[b, e]:
+            err[2, e] = np.nan
+
+
+@jitable
 def alloc_work(b, k, e, a, d):
     """Scratch arrays for b candidates, k nodes, e slots, a active joints, d coordinates."""
     n = 9 * e
@@ -817,6 +844,11 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
     """
     n, e = st.err.shape[0], st.err.shape[2]
     wk = alloc_work(n, m.parent.shape[0], e, cfg.active.shape[0], st.q.shape[1])
+    for b in range(n):
+        st.iterations[b] = 0
+        st.reason[b] = _MAX_ITERS
+        st.fail_key[b] = -1
+        st.done[b] = False
     ok = True
     for b in range(n):
         ok &= start_candidate(b, m, tg, cfg, st, wk)
@@ -841,7 +873,9 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
                 iterate(b, it, m, tg, cfg, st, wk)
                 failed |= st.fail_key[b] >= 0
         if failed:
-            break
+            return
+    for b in range(n):
+        finish_candidate(b, tg, cfg, st, wk)
 
 
 # ================================================================== driver
@@ -855,13 +889,17 @@ def supports(problem: IKProblem) -> bool:
     The kernels recompute FK from :meth:`RobotKinematics.kernel_arrays`, so a
     subclass that overrides the FK methods is left to the numpy backend.
     """
-    robot = problem.robot
-    if CLOCK is None or not isinstance(robot, RobotKinematics):
-        return False
-    cls = type(robot)
-    return all(getattr(cls, name) is getattr(RobotKinematics, name)
-               for name in ("tcp_poses", "joint_perturbed_tcp_poses", "_node_frames",
-                            "_tcp_from_nodes", "kernel_arrays"))
+    cls = type(problem.robot)
+    verdict = _supported.get(cls)
+    if verdict is None:
+        verdict = _supported[cls] = CLOCK is not None and issubclass(cls, RobotKinematics) and all(
+            getattr(cls, name) is getattr(RobotKinematics, name)
+            for name in ("tcp_poses", "joint_perturbed_tcp_poses", "_node_frames", "_tcp_from_nodes",
+                         "kernel_arrays"))
+    return verdict
+
+
+_supported: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
 
 
 def _model(problem: IKProblem) -> _Model:
@@ -913,7 +951,8 @@ def _config(problem: IKProblem) -> _Config:
         min_step_norm=float(MIN_STEP_NORM), step_scales=np.array(STEP_SCALES, dtype=np.float64),
         max_iters=int(s.max_iters), active=active,
         lower=np.array(problem.lower[active], dtype=np.float64),
-        upper=np.array(problem.upper[active], dtype=np.float64))
+        upper=np.array(problem.upper[active], dtype=np.float64),
+        q_initial=np.array(problem.q_initial, dtype=np.float64))
 
 
 def _targets(problem: IKProblem) -> _Targets:
@@ -943,15 +982,16 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             singular system (as ``numpy.linalg.solve`` in the reference).
     """
     b, d = problem.num_candidates, len(problem.q_initial)
-    e, a = problem.num_targets, len(problem.active)
-    q0 = problem.q_initial
-    q = np.broadcast_to(q0, (b, d)).copy() if q_start is None else \
-        np.array(q_start, dtype=np.float64).reshape(b, d)
-    q = np.ascontiguousarray(q, dtype=np.float64)
+    e = problem.num_targets
+    if q_start is None:
+        q = np.repeat(problem.q_initial[None, :], b, axis=0)
+    else:
+        q = np.ascontiguousarray(np.array(q_start, dtype=np.float64).reshape(b, d))
     m, tg, cfg = _model(problem), _targets(problem), _config(problem)
-    st = _State(q=q, r=np.zeros((b, 9 * e)), ssr=np.zeros(b), err=np.zeros((b, 3, e)),
-                iterations=np.zeros(b, dtype=np.int64), reason=np.full(b, _MAX_ITERS, dtype=np.int64),
-                fail_key=np.full(b, -1, dtype=np.int64), done=np.zeros(b, dtype=np.bool_))
+    empty, i8 = np.empty, np.int64
+    st = _State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i8),
+                reason=empty(b, i8), fail_key=empty(b, i8), done=empty(b, np.bool_),
+                success=empty(b, np.bool_), cost=empty(b))
     has_deadline, deadline_ns = _deadline_ns(deadline)
     if parallel is None:
         chunks = _chunks(b)
@@ -1023,7 +1063,7 @@ def _rows(tup, lo: int, hi: int):
 
 def _raise_failure(fail_key: np.ndarray) -> None:
     failed = fail_key >= 0
-    if not np.any(failed):
+    if not failed.any():
         return
     first = int(np.min(fail_key[failed]))
     phase = first % _PHASES_PER_ITERATION
@@ -1036,23 +1076,17 @@ def _raise_failure(fail_key: np.ndarray) -> None:
 
 def _result(problem: IKProblem, st: _State) -> IKBatchResult:
     """Assemble the result exactly as the reference does."""
-    p, s = problem, problem.settings
-    pos_err, dir_err, up_err = st.err[:, 0], st.err[:, 1], st.err[:, 2]
-    ok = ((pos_err < s.position_tol)
-          & (~p.has_direction | (dir_err < s.frame_tol_rad))
-          & (~p.has_up | (up_err < s.frame_tol_rad)))
-    success = np.all(ok, axis=-1)
-    q = st.q
-    delta = q[:, p.active] - p.q_initial[p.active]
-    cost = np.where(success, np.sum(delta * delta, axis=-1), np.inf)
-    best = int(np.argmin(cost)) if np.any(success) else None
+    # The kernel computed success, cost and the NaN of free parts (finish_candidate),
+    # so this is a handful of numpy calls even for one candidate.
+    err = st.err.transpose(1, 0, 2).copy()  # (3, B, E): position, direction, up
+    success = st.success
+    best = int(st.cost.argmin()) if success.any() else None
     return IKBatchResult(
-        joint_q=q.astype(np.float32), success=success.astype(np.int32),
-        cost=cost.astype(np.float64), best_index=best, position_error=np.ascontiguousarray(pos_err),
-        direction_error=np.where(p.has_direction, dir_err, np.nan),
-        up_error=np.where(p.has_up, up_err, np.nan), iterations=st.iterations.astype(np.int32),
-        stop_reason=tuple(_REASONS[int(x)] for x in st.reason),
-        active_dof_ids=tuple(int(i) for i in p.active))
+        joint_q=st.q.astype(np.float32), success=success.astype(np.int32), cost=st.cost,
+        best_index=best, position_error=err[0], direction_error=err[1], up_error=err[2],
+        iterations=st.iterations.astype(np.int32),
+        stop_reason=tuple(map(_REASONS.__getitem__, st.reason.tolist())),
+        active_dof_ids=tuple(problem.active.tolist()))
 
 
 def warm_up() -> float:

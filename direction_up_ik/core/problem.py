@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -21,6 +22,8 @@ from .settings import SolverSettings
 from .targets import DirectionUpTarget
 
 SUPPORTED_DEVICES = ("cpu",)
+_UNIT_X = np.array([1.0, 0.0, 0.0])
+_UNIT_Y = np.array([0.0, 1.0, 0.0])
 
 
 @dataclass(frozen=True)
@@ -162,17 +165,26 @@ def _check_bounds(robot: RobotKinematics, joint_bounds) -> Tuple[np.ndarray, np.
 def _check_initial_state(robot: RobotKinematics, active: np.ndarray, lower: np.ndarray,
                          upper: np.ndarray) -> np.ndarray:
     q = np.array(robot.joint_q, dtype=np.float64)
-    bad = ~np.isfinite(q)
-    if np.any(bad):
-        name = robot.joint_names[int(np.flatnonzero(bad)[0])]
+    finite = np.isfinite(q)
+    if not finite.all():
+        name = robot.joint_names[int(np.flatnonzero(~finite)[0])]
         raise InputValidationError("robot.joint_q", f"joint '{name}' is not finite")
-    for i in active:
-        lo, hi = lower[i], upper[i]
-        # A float32 joint state can sit one float32 step beyond a float64 limit.
-        slack_lo = abs(np.spacing(np.float32(lo))) if np.isfinite(lo) else 0.0
-        slack_hi = abs(np.spacing(np.float32(hi))) if np.isfinite(hi) else 0.0
-        if q[i] < lo - slack_lo or q[i] > hi + slack_hi:
-            raise JointLimitError(robot.joint_names[i], float(q[i]), float(lo), float(hi))
+    if len(active) == len(q):  # all joints (active holds sorted unique indices)
+        lo, hi, qa = lower, upper, q
+    else:
+        lo, hi, qa = lower[active], upper[active], q[active]
+    if ((qa >= lo) & (qa <= hi)).all():
+        return q
+    # A float32 joint state can sit one float32 step beyond a float64 limit. (A limit
+    # beyond the float32 range gives a NaN slack, and a NaN bound rejects nothing.)
+    with np.errstate(over="ignore", invalid="ignore"):
+        slack_lo = np.where(np.isfinite(lo), np.abs(np.spacing(lo.astype(np.float32))), 0.0)
+        slack_hi = np.where(np.isfinite(hi), np.abs(np.spacing(hi.astype(np.float32))), 0.0)
+        outside = (qa < lo - slack_lo) | (qa > hi + slack_hi)
+    if outside.any():
+        k = int(np.flatnonzero(outside)[0])
+        i = int(active[k])
+        raise JointLimitError(robot.joint_names[i], float(q[i]), float(lo[k]), float(hi[k]))
     return q
 
 
@@ -202,28 +214,20 @@ def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, devic
     q_initial = _check_initial_state(robot, active, lower, upper)
 
     b, e = len(cands), len(cands[0])
-    position = np.empty((b, e, 3))
-    direction = np.zeros((b, e, 3))
-    up = np.zeros((b, e, 3))
-    direction[..., 0] = 1.0  # unit placeholders keep unconstrained parts finite
-    up[..., 1] = 1.0
-    has_direction = np.zeros((b, e), dtype=bool)
-    has_up = np.zeros((b, e), dtype=bool)
-    for i, candidate in enumerate(cands):
-        for k, target in enumerate(candidate):
-            position[i, k] = target.position_world
-            if target.direction_world is not None:
-                direction[i, k] = target.direction_world
-                has_direction[i, k] = True
-            if target.up_world is not None:
-                up[i, k] = target.up_world
-                has_up[i, k] = True
+    flat = [t for candidate in cands for t in candidate]
+    position = np.array([t.position_world for t in flat]).reshape(b, e, 3)
+    # unit placeholders (+X, +Y) keep the unconstrained parts finite
+    direction = np.array([_UNIT_X if t.direction_world is None else t.direction_world
+                          for t in flat]).reshape(b, e, 3)
+    up = np.array([_UNIT_Y if t.up_world is None else t.up_world for t in flat]).reshape(b, e, 3)
+    has_direction = np.array([t.direction_world is not None for t in flat]).reshape(b, e)
+    has_up = np.array([t.up_world is not None for t in flat]).reshape(b, e)
     first = cands[0]
     arrays = dict(
         active=active, q_initial=q_initial,
         ee_ids=np.array([t.ee_id for t in first], dtype=np.int64),
-        local_direction=np.stack([t.local_direction for t in first]),
-        local_up=np.stack([t.local_up for t in first]),
+        local_direction=np.array([t.local_direction for t in first]),
+        local_up=np.array([t.local_up for t in first]),
         target_position=position, target_direction=direction, target_up=up,
         has_direction=has_direction, has_up=has_up, root_world_xform=root, lower=lower.copy(),
         upper=upper.copy())

@@ -35,7 +35,7 @@ from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
 from .rotations import align_vector, axis_error
-from .settings import FD_EPSILON, MIN_STEP_NORM, STEP_SCALES, SolverSettings
+from .settings import FD_EPSILON, MIN_STEP_NORM, STEP_SCALES, solver_settings
 
 
 def robo_solve_ik_direction_up_multi_batch(
@@ -67,7 +67,7 @@ def robo_solve_ik_direction_up_multi_batch(
         JointLimitError: an active joint starts outside its limits.
         NumericalFailure (a FloatingPointError): non-finite numbers while solving.
     """
-    settings = SolverSettings(
+    settings = solver_settings(
         max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
         frame_tol_rad=frame_tol_rad, position_weight=position_weight,
         rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm)

@@ -25,6 +25,7 @@ Local axes (which TCP axes are the working and up axes):
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Optional
 
@@ -53,6 +54,11 @@ def as_vector3(value, field: str) -> np.ndarray:
         InputTypeError: not a sequence of three real numbers.
         DirectionValidationError: a component is NaN or infinite.
     """
+    if type(value) is np.ndarray and value.shape == (3,) and value.dtype.kind == "f":
+        out = value.astype(np.float64)  # the common case, without the per-component checks
+        if not (math.isfinite(out[0]) and math.isfinite(out[1]) and math.isfinite(out[2])):
+            raise DirectionValidationError(field, f"every component must be finite, got {out.tolist()}")
+        return out
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or \
             (isinstance(value, np.ndarray) and value.ndim != 1):
         raise InputTypeError(field, f"expected a 3-sequence of numbers, got {type(value).__name__}")
@@ -75,11 +81,23 @@ def as_vector3(value, field: str) -> np.ndarray:
 def unit_vector(value, field: str) -> np.ndarray:
     """(3,) unit vector of a non-zero finite 3-sequence; any length, 1e-308 to 1e308."""
     v = as_vector3(value, field)
-    scale = np.max(np.abs(v))
+    scale = max(abs(v[0]), abs(v[1]), abs(v[2]))
     if scale == 0.0:
         raise DirectionValidationError(field, "must be a non-zero vector")
     v = v / scale  # rescale first so tiny or huge inputs neither underflow nor overflow
-    return v / np.linalg.norm(v)
+    return v / _norm(v)
+
+
+def _norm(v: np.ndarray) -> float:
+    """Euclidean norm of a (3,) float64 vector, computed as ``np.linalg.norm`` does."""
+    return math.sqrt(v.dot(v))
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.cross`` of two (3,) vectors, the same arithmetic without its overhead."""
+    a0, a1, a2 = a.tolist()
+    b0, b1, b2 = b.tolist()
+    return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
 
 
 def orthonormal_pair(direction, up, direction_field: str, up_field: str):
@@ -92,15 +110,15 @@ def orthonormal_pair(direction, up, direction_field: str, up_field: str):
     """
     d = unit_vector(direction, direction_field)
     u0 = unit_vector(up, up_field)
-    if np.linalg.norm(np.cross(d, u0)) < PARALLEL_SINE_TOL:
+    if _norm(_cross(d, u0)) < PARALLEL_SINE_TOL:
         raise DirectionValidationError(
             f"{direction_field}/{up_field}",
             "Direction and Up must not be parallel or anti-parallel")
     u = u0 - np.dot(u0, d) * d
-    u = u / np.linalg.norm(u)
-    x = np.cross(u, d)
-    x = x / np.linalg.norm(x)
-    return d, np.cross(d, x)
+    u = u / _norm(u)
+    x = _cross(u, d)
+    x = x / _norm(x)
+    return d, _cross(d, x)
 
 
 def frame_from_pair(d: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -149,9 +167,12 @@ class DirectionUpTarget:
                 "give both local fields as vectors or both as None (full TCP convention); "
                 "exactly one of them is None")
         tcp = local_direction is None
-        ld, lu = orthonormal_pair(TCP_LOCAL_DIRECTION if tcp else local_direction,
-                                  TCP_LOCAL_UP if tcp else local_up,
-                                  "local_direction", "local_up")
+        if tcp:
+            ld, lu = _TCP_LOCAL_PAIR
+        elif local_direction is DEFAULT_LOCAL_DIRECTION and local_up is DEFAULT_LOCAL_UP:
+            ld, lu = _DEFAULT_LOCAL_PAIR
+        else:
+            ld, lu = orthonormal_pair(local_direction, local_up, "local_direction", "local_up")
         position = as_vector3(position_world, "position_world")
         if direction_world is None:
             if up_world is not None:
@@ -169,8 +190,8 @@ class DirectionUpTarget:
         set_(self, "position_world", _readonly(position))
         set_(self, "direction_world", _readonly(d))
         set_(self, "up_world", _readonly(u))
-        set_(self, "local_direction", _readonly(ld))
-        set_(self, "local_up", _readonly(lu))
+        set_(self, "local_direction", _readonly(ld))  # shared read-only arrays for the
+        set_(self, "local_up", _readonly(lu))          # two conventions: never written
         set_(self, "mode", mode)
         set_(self, "uses_tcp_convention", tcp)
 
@@ -187,6 +208,8 @@ class DirectionUpTarget:
 
     def same_local_axes(self, other: "DirectionUpTarget") -> bool:
         """True when ``other`` maps Direction/Up to the same TCP axes."""
+        if self.local_direction is other.local_direction and self.local_up is other.local_up:
+            return True
         return (float(np.max(np.abs(self.local_direction - other.local_direction))) <= 1e-12
                 and float(np.max(np.abs(self.local_up - other.local_up))) <= 1e-12)
 
@@ -197,3 +220,10 @@ class DirectionUpTarget:
                 f"position_world={fmt(self.position_world)}, "
                 f"direction_world={fmt(self.direction_world)}, up_world={fmt(self.up_world)}, "
                 f"local_direction={fmt(self.local_direction)}, local_up={fmt(self.local_up)})")
+
+
+# The resolved local axes of the two conventions, computed once and shared (read-only).
+_TCP_LOCAL_PAIR = tuple(_readonly(a) for a in orthonormal_pair(TCP_LOCAL_DIRECTION, TCP_LOCAL_UP,
+                                                                 "local_direction", "local_up"))
+_DEFAULT_LOCAL_PAIR = tuple(_readonly(a) for a in orthonormal_pair(DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP,
+                                                                     "local_direction", "local_up"))

@@ -15,9 +15,9 @@ Per planning group, MoveIt's keys::
         position_weight: 1.0
         rotation_weight: 1.0
         damping: 0.001
-        max_step_norm: 0.25        # rad / m
+        max_step_norm: 1.0         # rad / m; default 1.0 with num_seeds > 0 (search), else 0.25 (spec)
         max_iters: 32
-        num_seeds: 7               # random starts per round of the search
+        num_seeds: 7               # random starts per round of seeds; 0 = the spec's single solve
         selection: least_motion    # or limit_center
         random_seed: 0             # starts generator; -1 = from the OS
         mode: full                 # full | axis (roll about the tip's direction axis free)
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SELECTIONS
+from ..core.search import SEARCH_MAX_STEP_NORM, SELECTIONS
 from ..core.settings import SolverSettings
 
 LOG = logging.getLogger(__name__)
@@ -67,7 +67,8 @@ class GroupKinematicsConfig:
     timeout: float = DEFAULT_TIMEOUT
     service_name: str = "solve_ik"
     settings: SolverSettings = field(
-        default_factory=lambda: SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR))
+        default_factory=lambda: SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR,
+                                               max_step_norm=SEARCH_MAX_STEP_NORM))
     num_seeds: int = 7
     selection: str = "least_motion"
     random_seed: Optional[int] = 0
@@ -121,17 +122,19 @@ def group_config(group: str, entry: Mapping[str, Any]) -> GroupKinematicsConfig:
     unknown = sorted(set(own) - set(_OWN_KEYS))
     if unknown:
         raise KinematicsYamlError(f"{group}.{OWN_KEY}: unknown keys {unknown}; known: {list(_OWN_KEYS)}")
-    settings = {k: own[k] for k in _SETTINGS_KEYS if k in own}
-    settings.setdefault("max_position_error", DEFAULT_MAX_POSITION_ERROR)
-    try:
-        kwargs["settings"] = SolverSettings(**settings)
-    except InputValidationError as exc:
-        raise KinematicsYamlError(f"{group}.{OWN_KEY}.{exc.field}: {exc.rule}") from None
     if "num_seeds" in own:
         seeds = own["num_seeds"]
         if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 0:
             raise KinematicsYamlError(f"{group}.{OWN_KEY}.num_seeds: must be an integer >= 0, got {seeds!r}")
         kwargs["num_seeds"] = seeds
+    settings = {k: own[k] for k in _SETTINGS_KEYS if k in own}
+    settings.setdefault("max_position_error", DEFAULT_MAX_POSITION_ERROR)
+    if kwargs.get("num_seeds", GroupKinematicsConfig.num_seeds) > 0:
+        settings.setdefault("max_step_norm", SEARCH_MAX_STEP_NORM)
+    try:
+        kwargs["settings"] = SolverSettings(**settings)
+    except InputValidationError as exc:
+        raise KinematicsYamlError(f"{group}.{OWN_KEY}.{exc.field}: {exc.rule}") from None
     if "selection" in own:
         if own["selection"] not in SELECTIONS:
             raise KinematicsYamlError(f"{group}.{OWN_KEY}.selection: must be one of {list(SELECTIONS)}, "

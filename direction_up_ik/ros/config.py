@@ -30,7 +30,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SELECTIONS
+from ..core.search import SEARCH_MAX_STEP_NORM, SELECTIONS
 from ..core.settings import SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
@@ -113,11 +113,16 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "of the multi-seed search (search.num_seeds or overrides.num_seeds)",
                   min_value=0, max_value=100000),
     ParameterSpec("search.num_seeds", "integer", 0, "multi-seed search: random in-limit starts per "
-                  "candidate and round besides the current state; 0 = the spec's single start",
-                  min_value=0, max_value=100000),
+                  "candidate and round of seeds, after the solve from the current state; 0 = the "
+                  "spec's single start", min_value=0, max_value=100000),
+    ParameterSpec("search.max_step_norm", "double", SEARCH_MAX_STEP_NORM, "step cap of the search's "
+                  "local solves, rad / m (solver.max_step_norm applies to the spec's single start; "
+                  "a request's overrides.max_step_norm wins over both)", min_value=0.0,
+                  max_value=1000.0),
     ParameterSpec("search.time_budget", "double", 0.0, "seconds per request for the search; 0 = none "
                   "(then search.max_rounds rounds)", min_value=0.0, max_value=3600.0),
-    ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds when there is no time budget",
+    ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds after the solve from the current "
+                  "state, when there is no time budget",
                   min_value=1, max_value=100000),
     ParameterSpec("search.selection", "string", "least_motion", "among a candidate's successes keep "
                   "least_motion (the spec's cost) or limit_center"),
@@ -210,6 +215,7 @@ class NodeConfig:
     markers_rate_hz: float
     max_seeds: int
     search_num_seeds: int
+    search_max_step_norm: float
     search_time_budget: float
     search_max_rounds: int
     search_selection: str
@@ -357,6 +363,10 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     if not math.isfinite(budget):
         raise ConfigError("search.time_budget", "must be finite")
     _check_range("search.time_budget", budget)
+    search_step = _number(values, "search.max_step_norm", "double")
+    if not math.isfinite(search_step) or search_step <= 0.0:
+        raise ConfigError("search.max_step_norm", f"must be a finite positive number, got {search_step}")
+    _check_range("search.max_step_norm", search_step)
     selection = get("search.selection")
     if selection not in SELECTIONS:
         raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
@@ -371,6 +381,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")),
         markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate,
         max_seeds=ints["limits.max_seeds"], search_num_seeds=ints["search.num_seeds"],
+        search_max_step_norm=search_step,
         search_time_budget=budget, search_max_rounds=ints["search.max_rounds"], search_selection=selection,
         search_random_seed=ints["search.random_seed"], moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
         moveit_service_name=get("moveit.service_name"))

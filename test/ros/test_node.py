@@ -440,6 +440,35 @@ def test_multi_seed_search_from_request_fields_and_parameters(ros):
     assert not node.set_param("search.time_budget", -1.0).successful
 
 
+def test_search_uses_its_own_step_cap(ros):
+    """search.max_step_norm caps the search's local solves; overrides.max_step_norm wins."""
+    node = ros.start_node("panda_like")
+    model = node.model = load_robot("panda_like")
+    node.start = mid_range(model)
+    node.publish_full_state(node.start)
+    goal = node.start + np.linspace(-0.6, 0.6, model.num_dofs)  # reachable from the start
+    goal = np.clip(goal, model.lower_limits, model.upper_limits)
+
+    def solve(**overrides):
+        req = request(candidate_at(model, goal, node.ee_names))
+        for key, value in overrides.items():
+            setattr(req.overrides, key, value)
+        response = node.solve(req)
+        assert response.error_code == Response.SUCCESS, response.message
+        return response.results[0]
+
+    spec = solve()  # no search: solver.max_step_norm (0.25)
+    searched = solve(num_seeds=4)  # round 0 succeeds, with search.max_step_norm (1.0)
+    assert searched.iterations < spec.iterations
+    assert searched.joint_positions != spec.joint_positions
+    assert solve(num_seeds=4, max_step_norm=0.25).joint_positions == spec.joint_positions
+    assert node.set_param("search.max_step_norm", 0.25).successful
+    assert solve(num_seeds=4).joint_positions == spec.joint_positions
+    for bad in (0.0, -1.0, math.inf, 1e6):
+        assert not node.set_param("search.max_step_norm", bad).successful
+    assert solve(num_seeds=4).joint_positions == spec.joint_positions  # the old value stayed
+
+
 def test_moveit_bridge_configuration(ros, ros_context):
     """moveit.kinematics_yaml is validated at start-up; the service needs moveit_msgs."""
     import importlib.util
