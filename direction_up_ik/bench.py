@@ -20,6 +20,9 @@ targets and prints them side by side (success rates must be identical). The
 numba kernels are compiled or loaded before timing (``fast.warm_up``).
 ``--search`` adds the multi-seed search (``robo_search_ik_direction_up``,
 7 seeds, 5 ms budget), one target at a time: success rate, median/p95 ms.
+``--memory N`` measures, in a fresh process per robot and backend, the peak
+resident set size (RSS) of one batched call over N candidates (e.g. 10000),
+against the process's RSS just before the call.
 
 Timings are wall clock on a shared machine: compare the ratios of one run.
 """
@@ -138,6 +141,50 @@ def bench_search(name: str, n: int, seed: int, backend: str = "auto", num_seeds:
             "mean_rounds": float(np.mean(rounds))}
 
 
+def memory_figures(name: str, n: int, seed: int, backend: str) -> Dict:
+    """Peak RSS of one batched call over n candidates, measured in a fresh (spawned) process."""
+    import multiprocessing
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_memory_child, (name, n, seed, backend))
+
+
+def _rss_mib() -> float:
+    """Current resident set size of this process, MiB (Linux /proc)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _memory_child(name: str, n: int, seed: int, backend: str) -> Dict:
+    import resource
+    robot = load_robot(name)
+    robot.joint_q[:] = mid_range(robot)
+    candidates = reachable_candidates(robot, random_configurations(robot, np.random.default_rng(seed), n))
+    solve = functools.partial(robo_solve_ik_direction_up_multi_batch, backend=backend)
+    solve(robot, candidates[:2], max_position_error=MAX_POSITION_ERROR)  # load the kernel first
+    before = _rss_mib()
+    t0 = time.perf_counter()
+    result = solve(robot, candidates, max_position_error=MAX_POSITION_ERROR)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    return {"robot": name, "backend": backend, "candidates": n, "rss_before_mib": before,
+            "peak_rss_mib": peak, "peak_increase_mib": peak - before, "seconds": seconds,
+            "success_rate": float(result.success.mean())}
+
+
+def format_memory_table(rows: List[Dict]) -> str:
+    head = (f"{'memory':<16}{'backend':>8}{'candidates':>11}{'RSS before MiB':>16}{'peak RSS MiB':>14}"
+            f"{'increase MiB':>14}{'seconds':>9}{'success':>9}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['robot']:<16}{r['backend']:>8}{r['candidates']:>11}{r['rss_before_mib']:>16.1f}"
+                     f"{r['peak_rss_mib']:>14.1f}{r['peak_increase_mib']:>14.1f}{r['seconds']:>9.2f}"
+                     f"{100 * r['success_rate']:>8.1f}%")
+    return "\n".join(lines)
+
+
 def format_search_table(rows: List[Dict]) -> str:
     head = (f"{'search':<16}{'backend':>8}{'seeds':>6}{'budget ms':>10}{'N':>6}{'success':>9}"
             f"{'med ms':>9}{'p95 ms':>9}{'rounds':>8}")
@@ -198,6 +245,9 @@ def main(argv=None) -> int:
                         help="run numpy and numba on the same targets, side by side")
     parser.add_argument("--search", action="store_true",
                         help="also time the multi-seed search (7 seeds, 5 ms) one target at a time")
+    parser.add_argument("--memory", type=int, metavar="N",
+                        help="also measure the peak RSS of one batched call over N candidates "
+                             "(fresh process per robot and backend)")
     args = parser.parse_args(argv)
     if args.targets < 2:
         parser.error("--targets must be at least 2")
@@ -226,6 +276,11 @@ def main(argv=None) -> int:
                        for name in args.robots for backend in backends]
         print(format_search_table(search_rows))
         rows = rows + search_rows
+    if args.memory:
+        memory_rows = [memory_figures(name, args.memory, args.seed, backend)
+                       for name in args.robots for backend in backends]
+        print(format_memory_table(memory_rows))
+        rows = rows + memory_rows
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],

@@ -31,8 +31,11 @@ Compilation: the one kernel called from Python, :func:`run_serial`, is
 ``@njit(cache=True)`` (:func:`njit_cached`); the small functions it calls (FK,
 residual, Jacobian, DLS step, line search) are ``@register_jitable``
 (:func:`jitable`) and compiled into it; the tiniest and the hot FK / residual
-helpers are inlined in numba's IR (about 10% faster; inlining more only adds
-compile time). (Making every helper its own cached ``njit`` function gives the
+helpers, and ``iterate`` (one call site), are inlined in numba's IR. The hot
+helpers take the few arrays they use rather than whole namedtuples: each array
+passed to a call costs reference counting, about 0.3 us per call for the big
+tuples. (Inlining every helper instead is 20 % faster but compiles in about
+120 s. Making every helper its own cached ``njit`` function gives the
 same machine code but doubles the cold compile time: numba re-optimises each
 caller together with everything it calls.) The cache lives in ``__pycache__`` next to this file
 when that folder is writable (editable install); otherwise numba falls back
@@ -40,7 +43,7 @@ to its per-user cache directory (``$XDG_CACHE_HOME/numba`` or
 ``~/.cache/numba``), and ``NUMBA_CACHE_DIR`` overrides both (e.g. a read-only
 install in a container with a read-only home: point it at a writable folder;
 with no writable location at all the kernel is compiled in every process).
-:func:`warm_up` compiles or loads it on a tiny problem: about 20-25 s cold on
+:func:`warm_up` compiles or loads it on a tiny problem: about 40 s cold on
 the 2-core reference machine, under half a second from the cache.
 
 Threads: candidates are independent, so a batch of at least
@@ -465,28 +468,44 @@ def slot_residual(rot, pos, tg, b, e, w_pos, w_rot, r, err):
     err[2, e] = norm3(e_up)
 
 
+# The hot helpers below take the few arrays they use, not the whole _Work / _Config
+# tuples: every array passed to a (non-inlined) call costs its reference counting,
+# and passing those tuples made each call about 0.3 us slower (measured).
 @jitable
-def evaluate(m, tg, cfg, b, q, wk, r, err):
+def evaluate(m, tg, w_pos, w_rot, b, q, node_rot, node_pos, local, tcp_rot, tcp_pos, r, err):
     """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b.
 
-    Leaves the node frames and TCP poses of ``q`` in ``wk``'s row ``b``.
+    Leaves the node frames (``node_rot``, ``node_pos``) and TCP poses (``tcp_rot``,
+    ``tcp_pos``) of ``q`` in those arrays (candidate b's rows of _Work); ``local`` scratch.
     """
-    node_rot, node_pos, tcp_rot, tcp_pos = wk.node_rot[b], wk.node_pos[b], wk.tcp_rot[b], wk.tcp_pos[b]
-    node_frames(m, q, node_rot, node_pos, wk.local[b])
+    node_frames(m, q, node_rot, node_pos, local)
     tcp_poses(m, node_rot, node_pos, tcp_rot, tcp_pos)
     for e in range(tcp_rot.shape[0]):
-        slot_residual(tcp_rot[e], vec3(tcp_pos[e]), tg, b, e, cfg.w_pos, cfg.w_rot, r, err)
+        slot_residual(tcp_rot[e], vec3(tcp_pos[e]), tg, b, e, w_pos, w_rot, r, err)
+
+
+@jitable(inline="always")
+def evaluate_row(m, tg, cfg, b, q, wk, r, err):
+    """:func:`evaluate` with candidate b's rows of ``wk`` (inlined: unpacks in the caller)."""
+    evaluate(m, tg, cfg.w_pos, cfg.w_rot, b, q, wk.node_rot[b], wk.node_pos[b], wk.local[b],
+             wk.tcp_rot[b], wk.tcp_pos[b], r, err)
+
+
+@jitable(inline="always")
+def meets_tolerances(tg, cfg, b, err):
+    """True when every slot of candidate b is strictly within the tolerances (err (3, E) unweighted)."""
+    return within_tolerances(tg.has_direction[b], tg.has_up[b], cfg.position_tol, cfg.frame_tol, err)
 
 
 @jitable
-def meets_tolerances(tg, cfg, b, err):
-    """True when every slot of candidate b is strictly within the tolerances (err (3, E) unweighted)."""
+def within_tolerances(has_direction, has_up, position_tol, frame_tol, err):
+    """True when every slot is strictly within the tolerances (err (3, E); has_*: (E,))."""
     for e in range(err.shape[1]):
-        if not err[0, e] < cfg.position_tol:
+        if not err[0, e] < position_tol:
             return False
-        if tg.has_direction[b, e] and not err[1, e] < cfg.frame_tol:
+        if has_direction[e] and not err[1, e] < frame_tol:
             return False
-        if tg.has_up[b, e] and not err[2, e] < cfg.frame_tol:
+        if has_up[e] and not err[2, e] < frame_tol:
             return False
     return True
 
@@ -513,7 +532,8 @@ def max_position_error(err):
 
 # ================================================================= Jacobian
 @jitable
-def jacobian_shortcut(m, tg, cfg, b, r, wk, jac):
+def jacobian_shortcut(m, tg, w_pos, w_rot, eps, c, s, active, b, r, node_rot, node_pos, tcp_rot,
+                      tcp_pos, rot_p, r_p, err, jac):
     """Forward-difference Jacobian (transposed) from the exact rigid-motion shortcut.
 
     Raising coordinate d by eps rotates every TCP it moves by eps about the
@@ -522,16 +542,15 @@ def jacobian_shortcut(m, tg, cfg, b, r, wk, jac):
     :meth:`RobotKinematics.joint_perturbed_tcp_poses`.
 
     Args:
+        eps, c, s: the perturbation and its cosine and sine; active: (A,) coordinates.
         r: (9E,) residuals at the current state, whose node frames and TCP poses
-            :func:`evaluate` left in ``wk``'s row b.
+            :func:`evaluate` left in node_rot, node_pos, tcp_rot, tcp_pos.
+        rot_p (3, 3), r_p (9E,), err (3, E): scratch.
         jac: (A, 9E) out, jac[i] = (r(q + eps e_active[i]) - r) / eps.
     """
-    node_rot, node_pos, tcp_rot, tcp_pos = wk.node_rot[b], wk.node_pos[b], wk.tcp_rot[b], wk.tcp_pos[b]
-    rot_p, r_p, err = wk.rot_p[b], wk.r_p[b], wk.err_t[b]
-    eps, c, s = cfg.eps, cfg.cos_eps, cfg.sin_eps
     omc = 1.0 - c
-    for i in range(cfg.active.shape[0]):
-        d = cfg.active[i]
+    for i in range(active.shape[0]):
+        d = active[i]
         k = m.dof_node[d]
         for e in range(tcp_rot.shape[0]):
             base = 9 * e
@@ -558,7 +577,7 @@ def jacobian_shortcut(m, tg, cfg, b, r, wk, jac):
                 pos_p = (o[0] + rel[0] * c + w_rel[0] * s + axis[0] * along * omc,
                          o[1] + rel[1] * c + w_rel[1] * s + axis[1] * along * omc,
                          o[2] + rel[2] * c + w_rel[2] * s + axis[2] * along * omc)
-            slot_residual(rot_p, pos_p, tg, b, e, cfg.w_pos, cfg.w_rot, r_p, err)
+            slot_residual(rot_p, pos_p, tg, b, e, w_pos, w_rot, r_p, err)
             for j in range(9):
                 jac[i, base + j] = (r_p[base + j] - r[base + j]) / eps
 
@@ -575,7 +594,7 @@ def jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac):
         d = cfg.active[i]
         q_p[:] = q
         q_p[d] += cfg.eps
-        evaluate(m, tg, cfg, b, q_p, wk, r_p, err)
+        evaluate_row(m, tg, cfg, b, q_p, wk, r_p, err)
         for j in range(r.shape[0]):
             jac[i, j] = (r_p[j] - r[j]) / cfg.eps
 
@@ -619,7 +638,8 @@ def lu_solve(a, x):
 
 
 @jitable
-def limited_dls_step(cfg, jac, r, q, h, g, step, matrix, rhs, value, fixed, scratch):
+def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
+                     value, fixed, scratch):
     """Damped least-squares step inside the joint bounds, norm-capped (spec 5.3).
 
     Solves (J^T J + damping I) dq = -J^T r; joints whose step leaves
@@ -628,6 +648,8 @@ def limited_dls_step(cfg, jac, r, q, h, g, step, matrix, rhs, value, fixed, scra
     :meth:`_Solver.limited_dls_step`.
 
     Args:
+        damping, max_step_norm: settings; active (A,), lower (A,), upper (A,): the
+            active coordinates and their bounds.
         jac: (A, 9E) transposed Jacobian; r: (9E,); q: (D,) current state.
         h (A, A), g (A,), matrix (A, A), rhs (A,), value (A,), fixed (A,) bool,
         scratch (>= A,): work arrays. step: (A,) out, rad / m.
@@ -636,11 +658,15 @@ def limited_dls_step(cfg, jac, r, q, h, g, step, matrix, rhs, value, fixed, scra
     """
     a, n = jac.shape
     for i in range(a):
-        for j in range(a):
+        for j in range(i + 1):  # J^T J is symmetric: the same products in the same order
             total = 0.0
             for k in range(n):
                 total += jac[i, k] * jac[j, k]
-            h[i, j] = total + cfg.damping if i == j else total
+            if i == j:
+                h[i, i] = total + damping
+            else:
+                h[i, j] = total
+                h[j, i] = total
         total = 0.0
         for k in range(n):
             total += jac[i, k] * r[k]
@@ -656,9 +682,9 @@ def limited_dls_step(cfg, jac, r, q, h, g, step, matrix, rhs, value, fixed, scra
         for i in range(a):
             if fixed[i]:
                 continue
-            qi = q[cfg.active[i]]
-            lo = cfg.lower[i] - qi
-            hi = cfg.upper[i] - qi
+            qi = q[active[i]]
+            lo = lower[i] - qi
+            hi = upper[i] - qi
             if step[i] < lo:
                 value[i], fixed[i], hit = lo, True, True
             elif step[i] > hi:
@@ -680,7 +706,7 @@ def limited_dls_step(cfg, jac, r, q, h, g, step, matrix, rhs, value, fixed, scra
         if not lu_solve(matrix, step):
             return False
     norm = np.sqrt(sum_of_squares(step, scratch))
-    limit = cfg.max_step_norm / (norm if norm > 0.0 else 1.0)
+    limit = max_step_norm / (norm if norm > 0.0 else 1.0)
     scale = 1.0 if limit >= 1.0 else limit  # np.minimum(1, limit), NaN propagates
     for i in range(a):
         step[i] = step[i] * scale
@@ -688,12 +714,12 @@ def limited_dls_step(cfg, jac, r, q, h, g, step, matrix, rhs, value, fixed, scra
 
 
 @jitable
-def to_float32_in_limits(q, cfg):
+def to_float32_in_limits(q, active, lower, upper):
     """Clip the active coordinates of ``q`` (D,) to their bounds and round them to float32
     without leaving the bounds (nextafter back inside), in place."""
-    for i in range(cfg.active.shape[0]):
-        d = cfg.active[i]
-        lo, hi = cfg.lower[i], cfg.upper[i]
+    for i in range(active.shape[0]):
+        d = active[i]
+        lo, hi = lower[i], upper[i]
         x = q[d]
         if x < lo:
             x = lo
@@ -715,7 +741,7 @@ def fail(st, b, it, phase):
     st.done[b] = True
 
 
-@jitable
+@jitable(inline="always")
 def iterate(b, it, m, tg, cfg, st, wk):
     """One solver iteration (spec 5.3, 5.4) of live candidate b: Jacobian, limited DLS
     step, step scales 1 .. 1/128 with the position guard; updates ``st`` row b."""
@@ -723,15 +749,19 @@ def iterate(b, it, m, tg, cfg, st, wk):
     # wk's row b holds the node frames and TCP poses of q: the last evaluate() of
     # this candidate was of q (its start state, or the trial just accepted).
     jac = wk.jac[b]
+    node_rot, node_pos, local, tcp_rot, tcp_pos = (wk.node_rot[b], wk.node_pos[b], wk.local[b],
+                                                   wk.tcp_rot[b], wk.tcp_pos[b])
     if m.full_fk:
         jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac)
     else:
-        jacobian_shortcut(m, tg, cfg, b, r, wk, jac)
+        jacobian_shortcut(m, tg, cfg.w_pos, cfg.w_rot, cfg.eps, cfg.cos_eps, cfg.sin_eps, cfg.active, b, r,
+                          node_rot, node_pos, tcp_rot, tcp_pos, wk.rot_p[b], wk.r_p[b], wk.err_t[b], jac)
     if not all_finite(jac):
         fail(st, b, it, _PHASE_JACOBIAN)
         return
     step, scratch = wk.step[b], wk.sq[b]
-    if not limited_dls_step(cfg, jac, r, q, wk.h[b], wk.g[b], step, wk.matrix[b], wk.rhs[b],
+    if not limited_dls_step(cfg.damping, cfg.max_step_norm, cfg.active, cfg.lower, cfg.upper, jac, r, q,
+                            wk.h[b], wk.g[b], step, wk.matrix[b], wk.rhs[b],
                             wk.value[b], wk.fixed[b], scratch):
         fail(st, b, it, _PHASE_SINGULAR)
         return
@@ -751,8 +781,9 @@ def iterate(b, it, m, tg, cfg, st, wk):
             for i in range(cfg.active.shape[0]):
                 d = cfg.active[i]
                 trial[d] = trial[d] + scale * step[i]
-            to_float32_in_limits(trial, cfg)
-            evaluate(m, tg, cfg, b, trial, wk, r_t, err_t)
+            to_float32_in_limits(trial, cfg.active, cfg.lower, cfg.upper)
+            evaluate(m, tg, cfg.w_pos, cfg.w_rot, b, trial, node_rot, node_pos, local, tcp_rot, tcp_pos,
+                     r_t, err_t)
             if not all_finite(r_t):
                 fail(st, b, it, _PHASE_RESIDUAL + si)
                 return
@@ -782,8 +813,8 @@ def iterate(b, it, m, tg, cfg, st, wk):
 def start_candidate(b, m, tg, cfg, st, wk):
     """Round candidate b's start state into the bounds and evaluate it; converged or
     nothing-to-move candidates are done at once. Returns False on a non-finite residual."""
-    to_float32_in_limits(st.q[b], cfg)
-    evaluate(m, tg, cfg, b, st.q[b], wk, st.r[b], st.err[b])
+    to_float32_in_limits(st.q[b], cfg.active, cfg.lower, cfg.upper)
+    evaluate_row(m, tg, cfg, b, st.q[b], wk, st.r[b], st.err[b])
     if not all_finite(st.r[b]):
         fail(st, b, -1, _PHASE_RESIDUAL)
         return False
