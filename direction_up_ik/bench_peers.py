@@ -14,11 +14,14 @@ Solvers (inputs are prepared before timing; ``time.perf_counter`` around each ca
 * ``spec single-seed``: ``robo_solve_ik_direction_up_multi_batch`` with the
   spec defaults, ``max_position_error=0.03``, one target per call;
 * ``multi-seed search``: ``robo_search_ik_direction_up(num_seeds=7,
-  time_budget=0.005)``, one target per call;
+  time_budget=0.005)`` (its defaults otherwise: the current state first, then
+  rounds of 7 random seeds for a target it misses, local solves with step cap
+  1.0), one target per call;
 * ``batched spec`` / ``batched search``: all N targets in one
   ``robo_solve_ik_direction_up_multi_batch`` call / one
-  ``robo_search_ik_direction_up(num_seeds=7, max_rounds=3)`` call; the per-target
-  time is total / N (median = p95 = that figure);
+  ``robo_search_ik_direction_up(num_seeds=7, max_rounds=3)`` call (at most 3
+  rounds of seeds after the current state); the per-target time is total / N
+  (median = p95 = that figure);
 * ``KDL NR_JL``: PyKDL ``ChainIkSolverPos_NR_JL`` (maxiter 100, eps 1e-6), one shot
   from the start; the chain is built from the project's parsed URDF joints
   (:func:`direction_up_ik.core.urdf_loader.parse_urdf`) plus the TCP offset as a
@@ -37,6 +40,11 @@ Success is judged here, never by a solver's own flag, with an independent FK
 joint within its URDF limits (continuous joints free). Peers that are not
 installed, or cannot express a robot (two simultaneous TCPs), are skipped with
 the reason; the project's figures always run.
+
+After the tables, ``goals`` compares each run with the performance goals
+(issue 6) as ratios within the run: search success >= 99.5 % and >= every
+peer's; search median <= 3 x ``rtb ik_LM``'s median and p95 <= 5 ms; batched
+time per target <= 0.3 x ``ik_LM``'s median.
 
 Timings are wall clock on a shared 2-core machine: compare ratios within one run.
 """
@@ -728,6 +736,62 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+#: Performance goals (issue 6), checked by :func:`goals` on every run.
+GOAL_SUCCESS = 0.995
+GOAL_SEARCH_MEDIAN_RATIO = 3.0   # x rtb ik_LM's median
+GOAL_SEARCH_P95_MS = 5.0
+GOAL_BATCH_RATIO = 0.3           # batched time per target, x rtb ik_LM's median
+REFERENCE_PEER = "rtb_ik_lm"
+
+
+def goals(run: Dict) -> List[Dict]:
+    """The issue-6 goals for one run, as ratios of figures measured in that run.
+
+    Returns rows {"goal", "value", "target", "met"} (``met`` None when the goal
+    cannot be judged here, e.g. no peer could run on this robot).
+    """
+    rows = {s["key"]: s for s in run["solvers"] if s["status"] == "ok"}
+    search = rows.get("multi_seed_search")
+    ref = rows.get(REFERENCE_PEER)
+    peers = [s for s in rows.values() if s["kind"] == PEER]
+    out = []
+
+    def add(goal, value, target, met):
+        out.append({"goal": goal, "value": value, "target": target, "met": met})
+    if search is not None:
+        add("search success", f"{100 * search['success_rate']:.1f} %", f">= {100 * GOAL_SUCCESS:.1f} %",
+            search["success_rate"] >= GOAL_SUCCESS)
+        best_peer = max(peers, key=lambda s: s["success_rate"], default=None)
+        add("search success vs best peer",
+            "no peer ran" if best_peer is None else
+            f"{100 * search['success_rate']:.1f} % vs {100 * best_peer['success_rate']:.1f} % "
+            f"({best_peer['label']})", ">=",
+            None if best_peer is None else search["success_rate"] >= best_peer["success_rate"])
+        add("search p95", f"{search['p95_ms']:.3f} ms", f"<= {GOAL_SEARCH_P95_MS:g} ms",
+            search["p95_ms"] <= GOAL_SEARCH_P95_MS)
+        if ref is not None:
+            ratio = search["median_ms"] / ref["median_ms"]
+            add("search median / ik_LM median", f"{ratio:.2f} x ({search['median_ms']:.3f} / "
+                f"{ref['median_ms']:.3f} ms)", f"<= {GOAL_SEARCH_MEDIAN_RATIO:g} x",
+                ratio <= GOAL_SEARCH_MEDIAN_RATIO)
+    for key in ("batched_spec", "batched_search"):
+        batch = rows.get(key)
+        if batch is not None and ref is not None:
+            ratio = batch["median_ms"] / ref["median_ms"]
+            add(f"{batch['label']} per target / ik_LM median",
+                f"{ratio:.2f} x ({batch['median_ms']:.4f} ms, {100 * batch['success_rate']:.1f} % success)",
+                f"<= {GOAL_BATCH_RATIO:g} x", ratio <= GOAL_BATCH_RATIO)
+    return out
+
+
+def format_goals(run: Dict) -> str:
+    lines = [f"goals, {run['robot']} / {run['start']}:"]
+    for g in run.get("goals", []):
+        verdict = {True: "met", False: "NOT met", None: "n/a"}[g["met"]]
+        lines.append(f"  {g['goal']:<52} {g['value']:<44} {g['target']:<12} {verdict}")
+    return "\n".join(lines)
+
+
 def format_table(run: Dict) -> str:
     head = (f"{'solver':<32}{'success':>9}{'median ms':>11}{'p95 ms':>10}{'pos err mm':>12}"
             f"{'ang err deg':>13}{'flag ok, judge no':>19}")
@@ -828,7 +892,9 @@ def main(argv=None) -> int:
     elapsed = time.perf_counter() - started
     print()
     for run in runs:
+        run["goals"] = goals(run)
         print(format_table(run))
+        print(format_goals(run))
         print()
     print("* batched: one call for all targets; median = p95 = total / N.  "
           "'flag ok, judge no': the solver reported success, the judge rejected it.")

@@ -113,9 +113,10 @@ _REVOLUTE = 0
 _PRISMATIC = 1
 
 # Stop reasons as small ints inside the kernel; _REASONS maps them back.
-_CONVERGED, _NO_ACCEPTABLE_STEP, _STEP_TOO_SMALL, _MAX_ITERS, _NO_ACTIVE_JOINTS, _TIME_BUDGET = range(6)
+(_CONVERGED, _NO_ACCEPTABLE_STEP, _STEP_TOO_SMALL, _MAX_ITERS, _NO_ACTIVE_JOINTS, _TIME_BUDGET,
+ _SUPERSEDED) = range(7)
 _REASONS = (res.STOP_CONVERGED, res.STOP_NO_ACCEPTABLE_STEP, res.STOP_STEP_TOO_SMALL,
-            res.STOP_MAX_ITERS, res.STOP_NO_ACTIVE_JOINTS, res.STOP_TIME_BUDGET)
+            res.STOP_MAX_ITERS, res.STOP_NO_ACTIVE_JOINTS, res.STOP_TIME_BUDGET, res.STOP_SUPERSEDED)
 
 # A numerical failure is recorded per candidate as fail_key = (iteration + 1) * 16 + phase
 # (iteration -1 = the start state), -1 when none: the smallest key is where the
@@ -157,9 +158,11 @@ _Config = namedtuple("_Config", (
 #: position/direction/up errors (NaN, once solved, for the parts a target leaves
 #: free), ``iterations``, ``reason``, ``fail_key`` (B,), ``done`` (B,) bool, and
 #: once solved ``success`` (B,) bool and ``cost`` (B,) (spec 4; +inf on failure).
-#: The kernel initialises every field but ``q``; the caller may pass np.empty.
+#: The kernel initialises these fields; the caller may pass np.empty. Inputs:
+#: ``q`` (the start states), ``group`` (B,) int64 and ``quota`` (B,) int64: a run of
+#: consecutive rows with equal ``group`` races (see :func:`supersede`; quota 0 = no race).
 _State = namedtuple("_State", ("q", "r", "ssr", "err", "iterations", "reason", "fail_key", "done",
-                               "success", "cost"))
+                               "success", "cost", "group", "quota"))
 
 #: Per-candidate scratch (B leading) so that no iteration allocates: node frames
 #: (K, 3, 3)/(K, 3), TCP poses (E, 3, 3)/(E, 3), 3x3 temporaries, the Jacobian
@@ -830,6 +833,25 @@ def start_candidate(b, m, tg, cfg, st, wk):
 
 
 @jitable
+def supersede(st, n):
+    """Race of the search's seeds: once ``quota`` rows of a group (a run of consecutive
+    rows with equal ``group``) have converged, its live rows stop as superseded."""
+    start = 0
+    while start < n:
+        end, count = start, 0
+        while end < n and st.group[end] == st.group[start]:
+            if st.done[end] and st.reason[end] == _CONVERGED:
+                count += 1
+            end += 1
+        if st.quota[start] > 0 and count >= st.quota[start]:
+            for k in range(start, end):
+                if not st.done[k]:
+                    st.reason[k] = _SUPERSEDED
+                    st.done[k] = True
+        start = end
+
+
+@jitable
 def finish_candidate(b, tg, cfg, st, wk):
     """Spec 4 outcome of candidate b: ``success``, ``cost`` (sum of squared active-joint
     changes from ``cfg.q_initial``, pairwise like ``np.sum``; +inf on failure), then NaN
@@ -886,6 +908,7 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
     if not ok:
         return
     for it in range(cfg.max_iters):
+        supersede(st, n)
         live = 0
         for b in range(n):
             live += not st.done[b]
@@ -999,11 +1022,12 @@ def _targets(problem: IKProblem) -> _Targets:
 
 
 def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
-          deadline: Optional[float] = None, parallel: Optional[bool] = None) -> IKBatchResult:
+          deadline: Optional[float] = None, parallel: Optional[bool] = None,
+          race: Optional[tuple] = None) -> IKBatchResult:
     """Compiled equivalent of :func:`direction_up_ik.core.solver.solve_problem` (numpy backend).
 
     Args:
-        problem, q_start, deadline: as for ``solve_problem``.
+        problem, q_start, deadline, race: as for ``solve_problem``.
         parallel: cut the batch into slices solved on worker threads (the
             kernel releases the GIL); None = when B >= :data:`PARALLEL_MIN_CANDIDATES`
             and there are several cores. Results do not depend on it.
@@ -1020,9 +1044,13 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
         q = np.ascontiguousarray(np.array(q_start, dtype=np.float64).reshape(b, d))
     m, tg, cfg = _model(problem), _targets(problem), _config(problem)
     empty, i8 = np.empty, np.int64
+    if race is None:
+        group, quota = np.zeros(b, dtype=i8), np.zeros(b, dtype=i8)
+    else:
+        group, quota = (np.ascontiguousarray(x, dtype=i8).reshape(b) for x in race)
     st = _State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i8),
                 reason=empty(b, i8), fail_key=empty(b, i8), done=empty(b, np.bool_),
-                success=empty(b, np.bool_), cost=empty(b))
+                success=empty(b, np.bool_), cost=empty(b), group=group, quota=quota)
     has_deadline, deadline_ns = _deadline_ns(deadline)
     if parallel is None:
         chunks = _chunks(b)
@@ -1036,6 +1064,8 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
         # failure, after finishing that iteration, so the smallest fail_key over all
         # slices and the candidates holding it are exactly those of a single call.
         bounds = np.linspace(0, b, chunks + 1).astype(int)
+        if race is not None:  # a racing group stays in one slice (its rows interact)
+            bounds = np.unique([_group_start(group, int(x)) for x in bounds] + [b])
         jobs = [_executor().submit(run_serial, m, _rows(tg, lo, hi), cfg, _rows(st, lo, hi),
                                    has_deadline, deadline_ns)
                 for lo, hi in zip(bounds[:-1], bounds[1:])]
@@ -1043,6 +1073,13 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             job.result()
     _raise_failure(st.fail_key)
     return _result(problem, st)
+
+
+def _group_start(group: np.ndarray, i: int) -> int:
+    """The first row of the run of equal ``group`` values that holds row i (i <= len)."""
+    while 0 < i < len(group) and group[i] == group[i - 1]:
+        i -= 1
+    return i
 
 
 def _deadline_ns(deadline: Optional[float]):

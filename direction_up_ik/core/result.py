@@ -14,6 +14,7 @@ STOP_STEP_TOO_SMALL = "step_too_small"    # the capped joint step fell below MIN
 STOP_MAX_ITERS = "max_iters"              # iteration budget used up
 STOP_NO_ACTIVE_JOINTS = "no_active_joints"  # nothing to move and tolerances not met
 STOP_TIME_BUDGET = "time_budget"          # a caller's deadline passed (search only)
+STOP_SUPERSEDED = "superseded"            # enough other starts of its candidate succeeded (search only)
 
 
 @dataclass(frozen=True)

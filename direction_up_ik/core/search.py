@@ -6,6 +6,9 @@ current state (round 0: the spec's local solve, with the search's step cap), the
 still short of ``min_successes`` accepted solutions, runs rounds of K random
 in-limit seeds each, all seeds of a round in one vectorised batch, until each
 candidate has enough successes, a time budget or a round limit is reached.
+Within a round a candidate's seeds race: once as many have converged as it
+still needs, its other seeds stop (at the next iteration boundary), so a round
+costs about as many iterations as its fastest successful seeds.
 Trying the current state alone first costs one local solve for the targets it
 reaches (most of them, in practice) and keeps their answer the nearest one.
 Among the successes of a candidate it keeps the one with the least joint motion
@@ -165,7 +168,11 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         if rng is None:
             rng = np.random.default_rng(random_seed)
         cand = np.repeat(pending, num_seeds)
-        out = solve_problem(problem.select(cand), random_starts(problem, len(cand), rng), deadline)
+        # The seeds of a candidate race: once as many converge as it still needs, the
+        # others stop (most single-target rounds end with the first success).
+        need = min_successes - successes[cand]
+        out = solve_problem(problem.select(cand), random_starts(problem, len(cand), rng), deadline,
+                            race=(cand, need))
         starts[pending] += num_seeds
         record(out, cand)
         rounds += 1
@@ -212,7 +219,9 @@ def robo_search_ik_direction_up(
             round 0 always runs.
         max_rounds: limit on the rounds of random seeds after round 0 (None =
             until the budget or enough successes; with neither, one round).
-        min_successes: stop a candidate's rounds after this many accepted successes.
+        min_successes: stop a candidate's rounds after this many accepted successes;
+            within a round its seeds stop once this many have converged (the
+            selection then chooses among those: raise it for less joint motion).
         selection: "least_motion" (spec cost) or "limit_center".
         random_seed: seed of the start generator (None = from the OS).
         accept: optional callback rejecting solutions (MoveIt's solution callback).

@@ -129,7 +129,8 @@ def warm_up_backend() -> Optional[float]:
 
 
 def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
-                  deadline: Optional[float] = None, backend: str = "auto") -> IKBatchResult:
+                  deadline: Optional[float] = None, backend: str = "auto",
+                  race: Optional[tuple] = None) -> IKBatchResult:
     """Iterate a built problem.
 
     Args:
@@ -140,6 +141,11 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             are still ranked by joint motion from the current state.
         deadline: ``time.perf_counter()`` value after which no new iteration
             starts; candidates still running stop with reason ``time_budget``.
+        race: optional ``(group, quota)``, each (B,) integers, for the search's
+            seeds: a run of consecutive candidates with equal ``group`` are starts
+            of one target; before each iteration, once ``quota`` of a run's
+            candidates have converged, its running ones stop with reason
+            ``superseded`` (quota 0: never). None = every candidate runs to its end.
         backend: "numpy" (this module, the reference), "numba" (the compiled
             :mod:`~direction_up_ik.core.fast`, same results, 10-100x faster for
             small batches) or "auto": numba when it imports and supports the
@@ -149,11 +155,11 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     fast = _fast_backend(problem, backend)
     if fast is not None:
         try:
-            return fast.solve(problem, q_start, deadline)
+            return fast.solve(problem, q_start, deadline, race=race)
         except np.linalg.LinAlgError:
             pass  # an exactly singular DLS system (tiny damping): the numpy path handles it
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return _Solver(problem).run(q_start, deadline)
+        return _Solver(problem).run(q_start, deadline, race)
 
 
 def _solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -286,7 +292,8 @@ class _Solver:
         return step * scale
 
     # --------------------------------------------------------------- loop
-    def run(self, q_start: Optional[np.ndarray], deadline: Optional[float] = None) -> IKBatchResult:
+    def run(self, q_start: Optional[np.ndarray], deadline: Optional[float] = None,
+            race: Optional[tuple] = None) -> IKBatchResult:
         p, s = self.p, self.s
         b, a = p.num_candidates, len(self.active)
         q0 = p.q_initial
@@ -305,7 +312,15 @@ class _Solver:
             reason[~done] = res.STOP_NO_ACTIVE_JOINTS
             done[:] = True
 
+        if race is not None:
+            group, quota = (np.asarray(x, dtype=np.int64).reshape(b) for x in race)
+            run_id = np.cumsum(np.r_[False, group[1:] != group[:-1]])  # runs of equal group
         for _ in range(s.max_iters):
+            if race is not None:  # the seeds' race: stop the rest of a run that has enough successes
+                won = np.bincount(run_id, weights=done & (reason == res.STOP_CONVERGED))
+                stop = ~done & (quota > 0) & (won[run_id] >= quota)
+                reason[stop] = res.STOP_SUPERSEDED
+                done[stop] = True
             live = np.flatnonzero(~done)
             if len(live) == 0:
                 break

@@ -424,3 +424,51 @@ def test_kernel_arrays_is_a_cached_read_only_view_of_the_model(panda):
 
 def test_warm_up_returns_seconds():
     assert fast.warm_up() >= 0.0
+
+
+def _race_problem(robot, groups: int, seeds: int, seed: int):
+    """groups targets x seeds random starts each (consecutive rows per target)."""
+    rng = np.random.default_rng(seed)
+    robot.joint_q[:] = mid_range(robot)
+    goals = random_in_limits(robot, rng, groups)
+    tcp = robot.tcp_transforms(goals)
+    cands = [tuple(DirectionUpTarget(e, t[e, :3, 3], t[e, :3, 2], t[e, :3, 1], None, None)
+                   for e in range(robot.num_end_effectors)) for t in tcp]
+    settings = SolverSettings(max_position_error=0.03, max_step_norm=1.0)
+    problem = build_problem(robot, cands, None, "cpu", None, settings)
+    cand = np.repeat(np.arange(groups), seeds)
+    return problem.select(cand), random_in_limits(robot, rng, len(cand)), cand
+
+
+@pytest.mark.parametrize("quota", [1, 2])
+def test_race_stops_a_group_once_its_quota_converged(panda, quota):
+    """The seeds' race (search rounds): exactly the full solve cut at the iteration the
+    group's quota-th row converged; identical on both backends and any thread count."""
+    # 13 x 5 rows: the two-thread split (row 32) falls inside group 6, which must stay whole
+    problem, starts, group = _race_problem(panda, groups=13, seeds=5, seed=3)
+    need = np.full(len(group), quota)
+    full = solve_problem(problem, starts, backend="numpy")
+    runs = {"numpy": solve_problem(problem, starts, backend="numpy", race=(group, need)),
+            "numba": fast.solve(problem, starts, race=(group, need), parallel=False),
+            "numba threads": fast.solve(problem, starts, race=(group, need), parallel=True)}
+    raced = runs["numpy"]
+    superseded_groups = 0
+    for g in range(13):
+        rows = np.flatnonzero(group == g)
+        won = np.sort(full.iterations[rows][np.array(full.stop_reason)[rows] == res.STOP_CONVERGED])
+        cut = won[quota - 1] if len(won) >= quota else np.iinfo(np.int32).max
+        np.testing.assert_array_equal(raced.iterations[rows], np.minimum(full.iterations[rows], cut))
+        for i in rows:
+            if raced.stop_reason[i] == res.STOP_SUPERSEDED:
+                assert full.iterations[i] >= cut and raced.success[i] == 0
+            else:
+                assert raced.stop_reason[i] == full.stop_reason[i]
+                np.testing.assert_array_equal(raced.joint_q[i], full.joint_q[i])
+        assert np.sum(raced.success[rows]) >= min(quota, len(won))
+        superseded_groups += any(raced.stop_reason[i] == res.STOP_SUPERSEDED for i in rows)
+    assert superseded_groups >= 3  # the race did cut work
+    for name, other in runs.items():
+        np.testing.assert_array_equal(other.success, raced.success, err_msg=name)
+        assert other.stop_reason == raced.stop_reason, name
+        np.testing.assert_array_equal(other.iterations, raced.iterations, err_msg=name)
+        np.testing.assert_allclose(other.joint_q, raced.joint_q, atol=1e-5, err_msg=name)
