@@ -2,7 +2,8 @@
 
 Same algorithm, same arithmetic and the same results as the numpy reference
 (:class:`direction_up_ik.core.solver._Solver`, spec sections 3 and 5); see
-that module for the algorithm. Here one compiled call (:func:`run_serial`)
+that module for the algorithm. Here one compiled call (:func:`run_serial`,
+the whole solve in :func:`solve_rows`)
 iterates all B candidates "iteration-major" like the reference: every live
 candidate takes iteration k before any takes k + 1, so a deadline stops them
 all at the same iteration boundary (per slice, when a big batch is split over
@@ -888,6 +889,14 @@ def alloc_work(b, k, e, a, d):
 
 @njit_cached(nogil=True)
 def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
+    """The compiled entry point: :func:`solve_rows` with its four namedtuples passed
+    as plain tuples (``tuple(m)``, ...), rebuilt here. numba's dispatcher types plain
+    tuples in C but namedtuples in Python: this saves about 6 us per call."""
+    solve_rows(_Model(*m), _Targets(*tg), _Config(*cfg), _State(*st), has_deadline, deadline_ns)
+
+
+@jitable
+def solve_rows(m, tg, cfg, st, has_deadline, deadline_ns):
     """The whole solve of the candidates in ``tg``/``st`` in one compiled call,
     iteration-major like the reference; releases the GIL (threaded batches run one
     call per chunk of candidates).
@@ -1057,7 +1066,7 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     else:
         chunks = min(_threads(), b) if parallel else 1
     if chunks == 1:
-        run_serial(m, tg, cfg, st, has_deadline, deadline_ns)
+        run_serial(tuple(m), tuple(tg), tuple(cfg), tuple(st), has_deadline, deadline_ns)
     else:
         # Candidates are independent: each thread runs run_serial on a contiguous slice
         # (views, so the results land in st). A slice stops at its own first numerical
@@ -1066,7 +1075,8 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
         bounds = np.linspace(0, b, chunks + 1).astype(int)
         if race is not None:  # a racing group stays in one slice (its rows interact)
             bounds = np.unique([_group_start(group, int(x)) for x in bounds] + [b])
-        jobs = [_executor().submit(run_serial, m, _rows(tg, lo, hi), cfg, _rows(st, lo, hi),
+        jobs = [_executor().submit(run_serial, tuple(m), tuple(_rows(tg, lo, hi)), tuple(cfg),
+                                   tuple(_rows(st, lo, hi)),
                                    has_deadline, deadline_ns)
                 for lo, hi in zip(bounds[:-1], bounds[1:])]
         for job in jobs:
