@@ -80,12 +80,13 @@ def _check_int(value, field: str, minimum: int) -> int:
 
 def random_starts(problem: IKProblem, count: int, rng: np.random.Generator) -> np.ndarray:
     """(count, D) starts: active joints uniform in the bounds (continuous: q0 +- pi), others q0."""
-    q0 = problem.q_initial
-    out = np.broadcast_to(q0, (count, len(q0))).copy()
-    a = problem.active
-    lo = np.where(np.isfinite(problem.lower[a]), problem.lower[a], q0[a] - np.pi)
-    hi = np.where(np.isfinite(problem.upper[a]), problem.upper[a], q0[a] + np.pi)
-    out[:, a] = rng.uniform(lo, hi, size=(count, len(a)))
+    q0, a = problem.q_initial, problem.active
+    lo, hi = problem.lower[a], problem.upper[a]
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        lo = np.where(np.isfinite(lo), lo, q0[a] - np.pi)
+        hi = np.where(np.isfinite(hi), hi, q0[a] + np.pi)
+    out = np.repeat(q0[None, :], count, axis=0)
+    out[:, a] = lo + (hi - lo) * rng.random((count, len(a)))  # rng.uniform's values, cheaper
     return out
 
 
@@ -188,8 +189,16 @@ def _assemble(problem: IKProblem, out0: IKBatchResult, rows, best_score) -> IKBa
         best = int(np.argmin(best_score))
         return out0 if best == out0.best_index else dataclasses.replace(out0, best_index=best)
     picks = [rows.get(c, (out0, c)) for c in range(b)]
-    def gather(field):
-        return np.stack([getattr(r, field)[i] for r, i in picks])
+    sources = {id(r): r for r, _ in picks}
+    if len(sources) == 1:  # every pick from one round's result: one fancy index per field
+        (source,) = sources.values()
+        index = np.array([i for _, i in picks])
+
+        def gather(field):
+            return getattr(source, field)[index]
+    else:
+        def gather(field):
+            return np.stack([getattr(r, field)[i] for r, i in picks])
     success = np.array([1 if c in rows else 0 for c in range(b)], dtype=np.int32)
     cost = np.where(success == 1, gather("cost"), np.inf)
     best = int(np.argmin(best_score)) if np.any(success) else None
