@@ -29,6 +29,14 @@ bench-peers: venv
 	mkdir -p build/bench_peers
 	$(PYTHON) -m direction_up_ik.bench_peers $(BENCH_PEERS_ARGS)
 
+# The ROS path: ~/solve round trip vs the in-process solve, ~/target -> command lag
+# (scripts/bench_ros.py; starts the node on dual_arm_torso). BENCH_ROS_ARGS e.g. --json out.json.
+.PHONY: bench-ros
+BENCH_ROS_ARGS ?=
+bench-ros: venv
+	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$(ROS_DOMAIN_ID) \
+		$(PYTHON) scripts/bench_ros.py $(BENCH_ROS_ARGS)
+
 clean:
 	rm -rf $(VENV) build install log .pytest_cache .hypothesis *.egg-info
 	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

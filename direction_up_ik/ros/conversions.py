@@ -16,7 +16,7 @@ from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg,
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, SolverSettings
-from ..core.targets import as_vector3
+from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, as_vector3
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
 
 Response = SolveDirectionUpIK.Response
@@ -34,8 +34,10 @@ class RequestError(Exception):
         super().__init__(message)
 
 
-def _vec(v) -> Tuple[float, float, float]:
-    return (float(v.x), float(v.y), float(v.z))
+def _vec(v) -> np.ndarray:
+    """(3,) float64 array of a Point / Vector3 (its fields are float64): the core's
+    ``as_vector3`` takes such an array as it is, where a tuple costs a check per component."""
+    return np.array((v.x, v.y, v.z), dtype=np.float64)
 
 
 def local_axes_of(msg: TargetMsg, ee: EndEffectorConfig):
@@ -44,7 +46,7 @@ def local_axes_of(msg: TargetMsg, ee: EndEffectorConfig):
     if mode == TargetMsg.LOCAL_AXES_CONFIGURED:
         mode = TargetMsg.LOCAL_AXES_TCP if ee.local_axes == "tcp" else TargetMsg.LOCAL_AXES_DEFAULT
     if mode == TargetMsg.LOCAL_AXES_DEFAULT:
-        return (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)
+        return DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP  # +X/+Y (the core resolves them once)
     if mode == TargetMsg.LOCAL_AXES_TCP:
         return None, None
     if mode == TargetMsg.LOCAL_AXES_EXPLICIT:
@@ -140,6 +142,8 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
                                f"got {value}")
         _check_parameter_range(f"overrides.{name}", f"solver.{name}", value)
         changes[name] = int(value) if name == "max_iters" else float(value)
+    if not changes:
+        return base  # the common request: nothing overridden, the node's validated settings
     try:
         return base.replace(**changes)
     except DirectionUpIKError as exc:

@@ -15,6 +15,7 @@ in any order: each message updates only the joints it names. Documented rules:
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -30,9 +31,11 @@ def float32_within_limits(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -
     """
     q32 = np.asarray(q, dtype=np.float32).copy()
     above = q32.astype(np.float64) > upper
-    q32[above] = np.nextafter(q32[above], np.float32(-np.inf))
+    if above.any():  # (rare; the masked writes cost more than the test)
+        q32[above] = np.nextafter(q32[above], np.float32(-np.inf))
     below = q32.astype(np.float64) < lower
-    q32[below] = np.nextafter(q32[below], np.float32(np.inf))
+    if below.any():
+        q32[below] = np.nextafter(q32[below], np.float32(np.inf))
     return q32
 
 
@@ -40,8 +43,8 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _usable(value: float) -> bool:
-    """Finite, and finite as the solver's float32 too."""
-    return bool(np.isfinite(value)) and abs(value) <= _FLOAT32_MAX
+    """Finite, and finite as the solver's float32 too (``math``: a scalar, called per joint)."""
+    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
 
 
 class JointStateError(ValueError):
@@ -87,7 +90,7 @@ class JointStateStore:
                 value = float(value)
                 if not _usable(value):
                     warnings.append(f"joint_states: non-finite position {value} for '{name}' ignored"
-                                    if not np.isfinite(value) else f"joint_states: position {value} for "
+                                    if not math.isfinite(value) else f"joint_states: position {value} for "
                                     f"'{name}' beyond float32's range ignored")
                     continue
                 self._q[i] = value
@@ -124,10 +127,13 @@ class JointStateStore:
                 raise JointStateError("invalid", f"initial_state position of '{name}' is not finite "
                                                  f"(or beyond float32's range): {value}")
             q[i] = float(value)
-        missing = [n for n, v in zip(self.joint_names, q) if np.isnan(v)]
-        if missing:
+        unset = np.isnan(q)
+        if unset.any():
+            missing = [self.joint_names[i] for i in np.flatnonzero(unset)]
             raise JointStateError("missing", f"no position received yet for joints {missing} "
                                              "(publish joint_states or pass initial_state)")
+        if not (np.any(q < self._lower) or np.any(q > self._upper)):
+            return q, []  # the common case: every joint within its limits, nothing to clamp
         below = q < self._lower - self.limit_tolerance
         above = q > self._upper + self.limit_tolerance
         if np.any(below | above):

@@ -1,0 +1,116 @@
+"""The node's message -> core conversions and joint-state store, without a running node.
+
+They sit on the per-request path, so they are written for speed (float64 arrays into the
+core, the core's shared default local axes, no settings copy when nothing is overridden,
+vectorised checks); these tests pin their results to the straightforward construction.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from direction_up_ik.core import DirectionUpTarget, SolverSettings
+from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget as TargetMsg, SolverOverrides
+from direction_up_ik.ros.config import EndEffectorConfig
+from direction_up_ik.ros.conversions import RequestError, settings_with_overrides, targets_from_candidates
+from direction_up_ik.ros.joint_state import JointStateError, JointStateStore
+from direction_up_ik.srv import SolveDirectionUpIK
+
+Response = SolveDirectionUpIK.Response
+EES = (EndEffectorConfig("left", "l", (0.0, 0.0, 0.1), (0.0, 0.0, 0.0), "tcp"),
+       EndEffectorConfig("right", "r", (0.0, 0.0, 0.1), (0.0, 0.0, 0.0), "x_y"))
+ROT = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # 90 deg about z
+FRAMES = {"": np.eye(4), "turned": np.block([[ROT, np.array([[0.1], [0.2], [0.3]])],
+                                             [np.zeros((1, 3)), np.ones((1, 1))]])}
+ARRAYS = ("position_world", "direction_world", "up_world", "local_direction", "local_up")
+
+
+def target(name, mode=TargetMsg.MODE_FULL, local_axes=TargetMsg.LOCAL_AXES_DEFAULT, frame_id="",
+           position=(0.4, -0.1, 1.2), direction=(1.0, 0.2, -0.1), up=(0.0, 0.1, 1.0)):
+    t = TargetMsg(end_effector=name, frame_id=frame_id, mode=mode, local_axes=local_axes)
+    t.position.x, t.position.y, t.position.z = position
+    t.direction.x, t.direction.y, t.direction.z = direction
+    t.up.x, t.up.y, t.up.z = up
+    t.local_direction.x, t.local_direction.y, t.local_direction.z = (0.0, 0.0, 2.0)
+    t.local_up.x, t.local_up.y, t.local_up.z = (0.0, 3.0, 0.5)
+    return t
+
+
+def reference(msg, ee_id):
+    """The core target a message stands for, built the plain way (tuples, explicit axes)."""
+    frame = FRAMES[msg.frame_id]
+    rot, trans = frame[:3, :3], frame[:3, 3]
+    vec = lambda v: np.array([v.x, v.y, v.z])  # noqa: E731
+    mode = msg.local_axes
+    if mode == TargetMsg.LOCAL_AXES_CONFIGURED:
+        mode = TargetMsg.LOCAL_AXES_TCP if EES[ee_id].local_axes == "tcp" else TargetMsg.LOCAL_AXES_DEFAULT
+    local = {TargetMsg.LOCAL_AXES_DEFAULT: ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)),
+             TargetMsg.LOCAL_AXES_TCP: (None, None),
+             TargetMsg.LOCAL_AXES_EXPLICIT: (tuple(vec(msg.local_direction)), tuple(vec(msg.local_up)))}[mode]
+    d = tuple(rot @ vec(msg.direction)) if msg.mode != TargetMsg.MODE_POSITION else None
+    u = tuple(rot @ vec(msg.up)) if msg.mode == TargetMsg.MODE_FULL else None
+    return DirectionUpTarget(ee_id, tuple(rot @ vec(msg.position) + trans), d, u, *local)
+
+
+@pytest.mark.parametrize("frame_id", ["", "turned"])
+@pytest.mark.parametrize("mode", [TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION])
+@pytest.mark.parametrize("local_axes", [TargetMsg.LOCAL_AXES_DEFAULT, TargetMsg.LOCAL_AXES_TCP,
+                                        TargetMsg.LOCAL_AXES_EXPLICIT, TargetMsg.LOCAL_AXES_CONFIGURED])
+def test_targets_equal_the_plain_construction(frame_id, mode, local_axes):
+    msgs = [target("left", mode, local_axes, frame_id),
+            target("right", mode, local_axes, frame_id, position=(0.4, 0.1, 1.1), direction=(0.0, 0.0, -1.0),
+                   up=(1.0, 0.0, 0.0))]
+    (got,) = targets_from_candidates([DirectionUpCandidate(targets=msgs)], EES, FRAMES)
+    for ee_id, (mine, msg) in enumerate(zip(got, msgs)):
+        ref = reference(msg, ee_id)
+        assert (mine.ee_id, mine.mode, mine.uses_tcp_convention) == (ref.ee_id, ref.mode, ref.uses_tcp_convention)
+        for field in ARRAYS:
+            a, b = getattr(mine, field), getattr(ref, field)
+            assert (a is None) == (b is None), field
+            if a is not None:
+                assert np.array_equal(a, b), (field, a, b)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("position", (math.nan, 0.0, 1.0), "position: every component must be finite"),
+    ("direction", (0.0, math.inf, 1.0), "direction: every component must be finite"),
+    ("up", (0.0, 0.0, 0.0), "must be a non-zero vector"),
+    ("local_direction", (math.nan, 0.0, 0.0), "local_direction"),
+])
+def test_bad_vectors_name_the_field(field, value, words):
+    msg = target("left", local_axes=TargetMsg.LOCAL_AXES_EXPLICIT)
+    v = getattr(msg, field)
+    v.x, v.y, v.z = value
+    with pytest.raises(RequestError) as info:
+        targets_from_candidates([DirectionUpCandidate(targets=[msg])], EES, FRAMES)
+    assert info.value.code == Response.INVALID_REQUEST
+    assert str(info.value).startswith("candidates[0].targets[0].")
+    assert words in str(info.value)
+
+
+def test_settings_without_overrides_are_the_parameters_and_overrides_apply():
+    base = SolverSettings(max_position_error=0.03, max_iters=20)
+    assert settings_with_overrides(base, SolverOverrides()) == base
+    changed = settings_with_overrides(base, SolverOverrides(max_iters=7, damping=0.01))
+    assert (changed.max_iters, changed.damping, changed.position_tol) == (7, 0.01, base.position_tol)
+    with pytest.raises(RequestError):
+        settings_with_overrides(base, SolverOverrides(damping=-1.0))
+
+
+def test_joint_state_store_merges_rejects_and_names_missing_joints_in_order():
+    names = ("a", "b", "c", "d")
+    store = JointStateStore(names, np.full(4, -1.0), np.full(4, 1.0))
+    assert store.update(["c", "x", "a"], [0.5, 9.0, -0.25]) == []       # unknown names ignored
+    warnings = store.update(["a", "b", "d"], [math.nan, 1e39, 0.125])     # per joint
+    assert len(warnings) == 2 and "non-finite" in warnings[0] and "float32" in warnings[1]
+    with pytest.raises(JointStateError) as info:
+        store.initial_state()
+    assert info.value.kind == "missing" and "['b']" in str(info.value)
+    q, notes = store.initial_state(["b"], [1.0005])                       # clamped onto the limit
+    assert q.tolist() == [-0.25, 1.0, 0.5, 0.125] and len(notes) == 1
+    with pytest.raises(JointStateError) as info:
+        store.initial_state(["b"], [math.inf])
+    assert info.value.kind == "invalid"
