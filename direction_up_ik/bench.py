@@ -44,7 +44,7 @@ from .core import DirectionUpTarget, robo_solve_ik_direction_up_multi_batch
 from .core.kinematics import mid_range, random_in_limits
 from .robots import load_robot
 
-DEFAULT_ROBOTS = ("panda_like", "dual_arm_torso")
+DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
 MAX_POSITION_ERROR = 0.03
 
 
