@@ -1,7 +1,7 @@
 """Benchmark of the spec solver on the bundled robots (a script, not a test).
 
-    python -m direction_up_ik.bench [--targets 1000] [--robots panda_like dual_arm_torso]
-        [--backend {numpy,numba,auto}] [--compare-backends] [--search]
+    python -m direction_up_ik.bench [--targets 1000] [--robots panda_like ur5_like dual_arm_torso]
+        [--backend {numpy,numba,auto}] [--compare-backends] [--search] [--memory N] [--json F]
 
 For each robot: N reproducible random reachable full-pose targets (FK of random
 in-limit configurations, TCP convention, all end effectors in one candidate),

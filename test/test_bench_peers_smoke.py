@@ -85,3 +85,35 @@ def test_judge_rejects_misses_and_limit_violations():
     assert verdict["position_error"][0] > 1e-3
     assert max(verdict["z_error"][1], verdict["y_error"][1]) > 1e-2
     assert not verdict["in_limits"][2] and verdict["position_error"][2] < 1e-9
+
+
+def test_smoke_reports_the_goals_it_can_judge(smoke):
+    proc, doc, _ = smoke
+    for run in doc["runs"]:
+        goals = {g["goal"]: g for g in run["goals"]}
+        search = {row["key"]: row for row in run["solvers"]}["multi_seed_search"]
+        assert goals["search success"]["met"] == (search["success_rate"] >= 0.995)
+        assert goals["search p95"]["met"] == (search["p95_ms"] <= 5.0)
+        assert goals["search success vs best peer"]["met"] is None  # smoke: no peer ran
+        assert not any("ik_LM" in name for name in goals)          # ratios need ik_LM
+    assert "goals, panda_like / mid_range:" in proc.stdout
+
+
+def test_goal_ratios_are_project_over_ik_lm():
+    from direction_up_ik.bench_peers import PEER, PROJECT, goals
+
+    def row(key, kind, success, median, p95=None):
+        return {"key": key, "label": key, "kind": kind, "status": "ok", "success_rate": success,
+                "median_ms": median, "p95_ms": median if p95 is None else p95}
+    run = {"solvers": [row("multi_seed_search", PROJECT, 0.999, 0.14, 6.0),
+                       row("batched_search", PROJECT, 0.99, 0.01),
+                       row("rtb_ik_lm", PEER, 0.98, 0.05), row("kdl_nr_jl", PEER, 1.0, 1.0),
+                       {"key": "ikpy", "kind": PEER, "status": "skipped", "reason": "x"}]}
+    by = {g["goal"]: g for g in goals(run)}
+    assert by["search success"]["met"] is True
+    assert by["search success vs best peer"]["met"] is False      # KDL's 100 % beats 99.9 %
+    assert "kdl_nr_jl" in by["search success vs best peer"]["value"]
+    assert by["search p95"]["met"] is False                       # 6 ms > 5 ms
+    assert by["search median / ik_LM median"]["met"] is True      # 0.14 / 0.05 = 2.8
+    assert by["search median / ik_LM median"]["value"].startswith("2.80 x")
+    assert by["batched_search per target / ik_LM median"]["met"] is True  # 0.01 / 0.05 = 0.2
