@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from scipy.spatial.transform import Rotation
 
-from direction_up_ik import (DirectionUpTarget, RobotKinematics,
+from direction_up_ik import (DirectionUpTarget, RobotKinematics, robo_search_ik_direction_up,
                              robo_solve_ik_direction_up_multi_batch)
 from direction_up_ik.core.errors import InputValidationError
+from direction_up_ik.core.search import SEARCH_MAX_STEP_NORM
 
 from strategies import junk_requests, perpendicular_pair, scenarios
 
@@ -29,7 +30,7 @@ pin = pytest.importorskip("pinocchio", reason="the independent FK reference (req
 settings.register_profile(
     "ci", max_examples=100, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile(  # 7 x 1500 + 3 x 1500 = 15,000 examples
+settings.register_profile(  # 8 x 1500 + 3 x 1500 = 16,500 examples
     "fuzz", max_examples=1500, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow])
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -214,6 +215,45 @@ def test_batch_row_equals_solving_that_candidate_alone(sc):
         alone = robo_solve_ik_direction_up_multi_batch(sc.robot, (cand,), **sc.kwargs)
         np.testing.assert_allclose(alone.joint_q[0], batch.joint_q[i], rtol=0, atol=1e-6)
         assert alone.success[0] == batch.success[i], i
+
+
+@settings(PROFILE)
+@given(sc=scenarios(max_candidates=4))
+def test_search_keeps_the_invariants_and_round_zero_successes(sc):
+    """The multi-seed search (round 0, then racing rounds of random seeds): every success
+    is real under independent FK, joints stay in their limits, inactive joints keep their
+    input, cost is the motion from the current state, best_index the least cost, and a
+    candidate its round 0 solves keeps exactly that answer."""
+    kwargs = dict(sc.kwargs)
+    kwargs.setdefault("max_step_norm", SEARCH_MAX_STEP_NORM)
+    found = robo_search_ik_direction_up(sc.robot, sc.candidates(), num_seeds=3, max_rounds=2,
+                                        random_seed=1, **kwargs)
+    result = found.result
+    note_outcome(result)
+    local = robo_solve_ik_direction_up_multi_batch(sc.robot, sc.candidates(), **kwargs)
+    solved = local.success == 1
+    assert np.all(result.success[solved] == 1)
+    np.testing.assert_array_equal(result.joint_q[solved], local.joint_q[solved])
+    event("seeds found more" if np.sum(result.success) > np.sum(solved) else "seeds found nothing new")
+    p_tol, f_tol = tol(sc, "position_tol"), tol(sc, "frame_tol_rad")
+    for b in np.flatnonzero(result.success == 1):
+        tcp = pinocchio_tcp(sc.desc, result.joint_q[b], sc.root)
+        for spec in sc.specs[b]:
+            pos, dir_err, up_err = spec_errors(tcp[spec.ee_id], spec)
+            assert pos < p_tol and (dir_err is None or dir_err < f_tol) and (up_err is None or up_err < f_tol)
+    q = result.joint_q.astype(np.float64)
+    inactive = np.setdiff1d(np.arange(sc.robot.num_dofs), sc.active)
+    np.testing.assert_array_equal(result.joint_q[:, inactive].view(np.uint32),
+                                  np.broadcast_to(sc.start[inactive].view(np.uint32), (len(q), len(inactive))))
+    a = sc.active
+    assert np.all((q[:, a] >= sc.robot.lower_limits[a]) & (q[:, a] <= sc.robot.upper_limits[a]))
+    delta = q[:, a] - sc.start[a].astype(np.float64)
+    np.testing.assert_allclose(result.cost, np.where(result.success == 1, np.sum(delta * delta, axis=1),
+                                                     np.inf), rtol=1e-12, atol=0.0)
+    if np.any(result.success == 1):
+        assert result.cost[result.best_index] == np.min(result.cost[result.success == 1])
+    else:
+        assert result.best_index is None
 
 
 @JUNK_PROFILE
