@@ -139,7 +139,8 @@ class DirectionUpKinematicsPlugin:
 
     # -------------------------------------------------------------- IK
     def get_position_ik(self, ik_poses, ik_seed_state: Sequence[float], options=None) -> IKResult:
-        """One local solve (the spec's solver) from the seed state."""
+        """One local solve (the spec's algorithm, with the group's settings: step cap 1.0 by
+        default when the group searches, see kinematics_yaml) from the seed state."""
         return self._solve(ik_poses, ik_seed_state, timeout=None, consistency_limits=None,
                            solution_callback=None, search=False)
 
