@@ -1003,31 +1003,33 @@ def _model(problem: IKProblem) -> _Model:
     return model
 
 
+#: The constant part of every _Config (the kernel only reads ``step_scales``).
+_CONSTANTS = dict(eps=float(FD_EPSILON), cos_eps=float(np.cos(FD_EPSILON)),
+                  sin_eps=float(np.sin(FD_EPSILON)), min_step_norm=float(MIN_STEP_NORM),
+                  step_scales=np.array(STEP_SCALES, dtype=np.float64))
+
+
 def _config(problem: IKProblem) -> _Config:
+    # SolverSettings holds validated Python floats and ints already.
     s = problem.settings
-    active = np.array(problem.active, dtype=np.int64)
+    active = problem.active
     return _Config(
-        w_pos=float(s.position_weight), w_rot=float(s.rotation_weight), damping=float(s.damping),
-        max_step_norm=float(s.max_step_norm), max_position_error=float(s.max_position_error),
-        position_tol=float(s.position_tol), frame_tol=float(s.frame_tol_rad),
-        eps=float(FD_EPSILON), cos_eps=float(np.cos(FD_EPSILON)), sin_eps=float(np.sin(FD_EPSILON)),
-        min_step_norm=float(MIN_STEP_NORM), step_scales=np.array(STEP_SCALES, dtype=np.float64),
-        max_iters=int(s.max_iters), active=active,
-        lower=np.array(problem.lower[active], dtype=np.float64),
-        upper=np.array(problem.upper[active], dtype=np.float64),
-        q_initial=np.array(problem.q_initial, dtype=np.float64))
+        w_pos=s.position_weight, w_rot=s.rotation_weight, damping=s.damping,
+        max_step_norm=s.max_step_norm, max_position_error=s.max_position_error,
+        position_tol=s.position_tol, frame_tol=s.frame_tol_rad, max_iters=s.max_iters,
+        active=active.astype(np.int64, order="C"), lower=problem.lower[active].astype(np.float64, order="C"),
+        upper=problem.upper[active].astype(np.float64, order="C"),
+        q_initial=problem.q_initial.astype(np.float64, order="C"), **_CONSTANTS)
 
 
 def _targets(problem: IKProblem) -> _Targets:
-    f8 = np.float64
+    # astype copies (C order): writable arrays of the kernel's types from the read-only problem.
+    f8, b1, p = np.float64, np.bool_, problem
     return _Targets(
-        position=np.array(problem.target_position, dtype=f8),
-        direction=np.array(problem.target_direction, dtype=f8),
-        up=np.array(problem.target_up, dtype=f8),
-        has_direction=np.array(problem.has_direction, dtype=np.bool_),
-        has_up=np.array(problem.has_up, dtype=np.bool_),
-        local_direction=np.array(problem.local_direction, dtype=f8),
-        local_up=np.array(problem.local_up, dtype=f8))
+        position=p.target_position.astype(f8, order="C"), direction=p.target_direction.astype(f8, order="C"),
+        up=p.target_up.astype(f8, order="C"), has_direction=p.has_direction.astype(b1, order="C"),
+        has_up=p.has_up.astype(b1, order="C"), local_direction=p.local_direction.astype(f8, order="C"),
+        local_up=p.local_up.astype(f8, order="C"))
 
 
 def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
