@@ -8,7 +8,7 @@ the srv's error codes and a message naming the field and the rule.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import List, Mapping, Sequence, Tuple
 
 import numpy as np
 
