@@ -174,39 +174,50 @@ def _memory_child(name: str, n: int, seed: int, backend: str) -> Dict:
             "success_rate": float(result.success.mean())}
 
 
+def _table(columns, rows: List[Dict]) -> str:
+    """Fixed-width text table: columns are (title, width, cell(row) -> str); the first
+    column is left-aligned, the others right-aligned; a rule under the header."""
+    widths = [width for _, width, _ in columns]
+
+    def line(cells):
+        return "".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
+    head = line([title for title, _, _ in columns])
+    return "\n".join([head, "-" * len(head)] + [line([cell(r) for _, _, cell in columns]) for r in rows])
+
+
+def _percent(key):
+    return lambda r: f"{100 * r[key]:.1f}%"
+
+
 def format_memory_table(rows: List[Dict]) -> str:
-    head = (f"{'memory':<16}{'backend':>8}{'candidates':>11}{'RSS before MiB':>16}{'peak RSS MiB':>14}"
-            f"{'increase MiB':>14}{'seconds':>9}{'success':>9}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r['robot']:<16}{r['backend']:>8}{r['candidates']:>11}{r['rss_before_mib']:>16.1f}"
-                     f"{r['peak_rss_mib']:>14.1f}{r['peak_increase_mib']:>14.1f}{r['seconds']:>9.2f}"
-                     f"{100 * r['success_rate']:>8.1f}%")
-    return "\n".join(lines)
+    return _table([("memory", 16, lambda r: r["robot"]), ("backend", 8, lambda r: r["backend"]),
+                   ("candidates", 11, lambda r: str(r["candidates"])),
+                   ("RSS before MiB", 16, lambda r: f"{r['rss_before_mib']:.1f}"),
+                   ("peak RSS MiB", 14, lambda r: f"{r['peak_rss_mib']:.1f}"),
+                   ("increase MiB", 14, lambda r: f"{r['peak_increase_mib']:.1f}"),
+                   ("seconds", 9, lambda r: f"{r['seconds']:.2f}"), ("success", 9, _percent("success_rate"))],
+                  rows)
 
 
 def format_search_table(rows: List[Dict]) -> str:
-    head = (f"{'search':<16}{'backend':>8}{'seeds':>6}{'budget ms':>10}{'N':>6}{'success':>9}"
-            f"{'med ms':>9}{'p95 ms':>9}{'rounds':>8}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r['robot']:<16}{r['backend']:>8}{r['num_seeds']:>6}{r['time_budget_ms']:>10.1f}"
-                     f"{r['targets']:>6}{100 * r['success_rate']:>8.1f}%{r['median_ms']:>9.2f}"
-                     f"{r['p95_ms']:>9.2f}{r['mean_rounds']:>8.2f}")
-    return "\n".join(lines)
+    return _table([("search", 16, lambda r: r["robot"]), ("backend", 8, lambda r: r["backend"]),
+                   ("seeds", 6, lambda r: str(r["num_seeds"])),
+                   ("budget ms", 10, lambda r: f"{r['time_budget_ms']:.1f}"),
+                   ("N", 6, lambda r: str(r["targets"])), ("success", 9, _percent("success_rate")),
+                   ("med ms", 9, lambda r: f"{r['median_ms']:.2f}"),
+                   ("p95 ms", 9, lambda r: f"{r['p95_ms']:.2f}"),
+                   ("rounds", 8, lambda r: f"{r['mean_rounds']:.2f}")], rows)
 
 
 def format_table(rows: List[Dict]) -> str:
-    head = (f"{'robot':<16}{'backend':>8}{'DOF':>4}{'EE':>3}{'N':>6}{'success':>9}{'B=1 med ms':>12}"
-            f"{'B=1 p95 ms':>12}{'B=N ms/cand':>13}{'speed-up':>10}{'batch==loop':>13}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r['robot']:<16}{r['backend']:>8}{r['dofs']:>4}{r['end_effectors']:>3}"
-                     f"{r['targets']:>6}"
-                     f"{100 * r['success_rate']:>8.1f}%{r['b1_median_ms']:>12.2f}{r['b1_p95_ms']:>12.2f}"
-                     f"{r['batch_per_candidate_ms']:>13.3f}{r['batch_speedup_vs_loop']:>9.1f}x"
-                     f"{str(r['batch_matches_loop']):>13}")
-    return "\n".join(lines)
+    return _table([("robot", 16, lambda r: r["robot"]), ("backend", 8, lambda r: r["backend"]),
+                   ("DOF", 4, lambda r: str(r["dofs"])), ("EE", 3, lambda r: str(r["end_effectors"])),
+                   ("N", 6, lambda r: str(r["targets"])), ("success", 9, _percent("success_rate")),
+                   ("B=1 med ms", 12, lambda r: f"{r['b1_median_ms']:.2f}"),
+                   ("B=1 p95 ms", 12, lambda r: f"{r['b1_p95_ms']:.2f}"),
+                   ("B=N ms/cand", 13, lambda r: f"{r['batch_per_candidate_ms']:.3f}"),
+                   ("speed-up", 10, lambda r: f"{r['batch_speedup_vs_loop']:.1f}x"),
+                   ("batch==loop", 13, lambda r: str(r["batch_matches_loop"]))], rows)
 
 
 def format_comparison(rows: List[Dict]) -> str:
