@@ -20,7 +20,6 @@ is untouched by this module.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -136,7 +135,7 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         late = deadline is not None and time.perf_counter() >= deadline
         return SearchResult(result=first, rounds=1, starts=np.ones(b, dtype=np.int64), successes=ok,
                             elapsed_s=time.perf_counter() - start_time, timed_out=bool(late and not ok.all()))
-    starts = np.zeros(b, dtype=np.int64)
+    starts = np.ones(b, dtype=np.int64)  # round 0: one start each
     successes = np.zeros(b, dtype=np.int64)
     best_score = np.full(b, np.inf)
     rows = {}  # candidate -> (result, row) of its selected success
@@ -155,7 +154,6 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
             if score[i] < best_score[c]:
                 best_score[c], rows[c] = score[i], (out, i)
 
-    starts += 1
     record(first, np.arange(b))
     rng = None  # created when round 1 needs seeds
     rounds, timed_out = 1, False
@@ -185,9 +183,6 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
 def _assemble(problem: IKProblem, out0: IKBatchResult, rows, best_score) -> IKBatchResult:
     """Per candidate its selected success (``rows``), else its round-0 solve."""
     b = problem.num_candidates
-    if len(rows) == b and all(r is out0 and i == c for c, (r, i) in rows.items()):
-        best = int(np.argmin(best_score))
-        return out0 if best == out0.best_index else dataclasses.replace(out0, best_index=best)
     picks = [rows.get(c, (out0, c)) for c in range(b)]
     sources = {id(r): r for r, _ in picks}
     if len(sources) == 1:  # every pick from one round's result: one fancy index per field
