@@ -215,7 +215,7 @@ class NodeConfig:
     markers_rate_hz: float
     max_seeds: int
     search_num_seeds: int
-    search_max_step_norm: float
+    search_solver: SolverSettings  # solver.* with search.max_step_norm: the search's local solves
     search_time_budget: float
     search_max_rounds: int
     search_selection: str
@@ -370,10 +370,11 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     selection = get("search.selection")
     if selection not in SELECTIONS:
         raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
+    solver = solver_settings_from_values(values)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
-        joint_states_topic=get("joint_states_topic"), solver=solver_settings_from_values(values),
+        joint_states_topic=get("joint_states_topic"), solver=solver,
         max_candidates=ints["limits.max_candidates"],
         max_targets_per_candidate=ints["limits.max_targets_per_candidate"],
         max_batch_size=ints["limits.max_batch_size"], command_type=command_type,
@@ -381,7 +382,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")),
         markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate,
         max_seeds=ints["limits.max_seeds"], search_num_seeds=ints["search.num_seeds"],
-        search_max_step_norm=search_step,
+        search_solver=solver.replace(max_step_norm=search_step),
         search_time_budget=budget, search_max_rounds=ints["search.max_rounds"], search_selection=selection,
         search_random_seed=ints["search.random_seed"], moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
         moveit_service_name=get("moveit.service_name"))

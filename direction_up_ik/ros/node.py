@@ -253,9 +253,8 @@ class DirectionUpIKNode(Node):
             raise RequestError(Response.REQUEST_TOO_LARGE, f"candidates: {total} targets in all exceeds "
                                f"limits.max_batch_size={config.max_batch_size}")
         search = search_options(config, request.overrides)
-        base = config.solver if search is None else config.solver.replace(
-            max_step_norm=config.search_max_step_norm)
-        settings = settings_with_overrides(base, request.overrides)
+        settings = settings_with_overrides(config.solver if search is None else config.search_solver,
+                                           request.overrides)
         active_names = list(request.active_joints) or list(config.active_joints)
         unknown = [n for n in active_names if n not in self._joint_ids]
         if unknown:
