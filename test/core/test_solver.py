@@ -364,3 +364,17 @@ def test_joints_resting_on_their_limits_in_float32_are_accepted(panda):
     panda.joint_q[3] = np.nextafter(np.float32(-0.0698), np.float32(1.0)) + np.float32(1e-6)
     with pytest.raises(JointLimitError):
         solve(panda, [targets_at(panda, mid_range(panda))], max_position_error=MPE)
+
+
+def test_memoised_settings_still_tell_types_apart():
+    """solver_settings memoises validated SolverSettings by value *and* type: a cached
+    max_iters=1 must not let max_iters=True or 1.0 through, and unhashable input still fails."""
+    from direction_up_ik.core.settings import SolverSettings, solver_settings
+    first = solver_settings(max_position_error=0.03, max_iters=1)
+    assert solver_settings(max_position_error=0.03, max_iters=1) is first
+    assert first == SolverSettings(max_position_error=0.03, max_iters=1)
+    for bad in (True, 1.0):
+        with pytest.raises(InputTypeError, match="max_iters: must be a positive integer"):
+            solver_settings(max_position_error=0.03, max_iters=bad)
+    with pytest.raises(InputTypeError, match="damping: must be a finite positive number"):
+        solver_settings(max_position_error=0.03, damping=[1e-3])

@@ -110,3 +110,33 @@ def test_targets_are_immutable_and_accept_numpy_inputs():
         t.ee_id = 3
     with pytest.raises(ValueError):
         t.position_world[0] = 5.0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_float_array_inputs_are_checked_like_sequences(dtype):
+    """A (3,) float array takes a shortcut past the per-component checks; same rules, same messages."""
+    with pytest.raises(DirectionValidationError, match="position_world: every component must be finite"):
+        DirectionUpTarget(0, np.array([0.0, np.nan, 0.0], dtype=dtype), (1, 0, 0), (0, 0, 1))
+    with pytest.raises(DirectionValidationError, match="direction_world: every component must be finite"):
+        DirectionUpTarget(0, (0, 0, 0), np.array([np.inf, 0.0, 0.0], dtype=dtype), (0, 0, 1))
+    with pytest.raises(DirectionValidationError, match="up_world: must be a non-zero vector"):
+        DirectionUpTarget(0, (0, 0, 0), (1, 0, 0), np.zeros(3, dtype=dtype))
+    a = DirectionUpTarget(0, np.array([1, 2, 3], dtype=dtype), np.array([0, 0, 2], dtype=dtype),
+                          np.array([0, 3, 0], dtype=dtype))
+    b = DirectionUpTarget(0, [float(x) for x in np.array([1, 2, 3], dtype=dtype)], (0, 0, 2), (0, 3, 0))
+    for field in ("position_world", "direction_world", "up_world"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+        assert getattr(a, field).dtype == np.float64
+
+
+@pytest.mark.parametrize("local", [(None, None), ()], ids=["tcp", "default (omitted)"])
+def test_shared_local_axes_of_the_two_conventions_are_read_only(local):
+    """Targets of one convention share their resolved local axes; nobody can change them."""
+    one = DirectionUpTarget(0, (0, 0, 0), (1, 0, 0), (0, 0, 1), *local)
+    two = DirectionUpTarget(1, (0, 0, 0), (0, 1, 0), (0, 0, 1), *local)
+    before = one.local_direction.copy()
+    for axes in (one.local_direction, one.local_up):
+        with pytest.raises(ValueError):
+            axes[0] = 5.0
+    np.testing.assert_array_equal(two.local_direction, before)
+    assert one.same_local_axes(two)
