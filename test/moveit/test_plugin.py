@@ -228,3 +228,13 @@ def test_bridge_error_codes(change, code):
                           frame=change.get("frame", "base_link"))
     answer = solve_position_ik(plugins, request)
     assert answer.error_code == code and answer.message
+
+
+def test_kinematics_yaml_step_cap_default_follows_the_search():
+    """Groups that search default to the search's step cap; num_seeds 0 keeps the spec's 0.25."""
+    groups = load_kinematics_yaml("searching: {}\n"
+                                  "spec: {direction_up_ik: {num_seeds: 0}}\n"
+                                  "explicit: {direction_up_ik: {max_step_norm: 0.5}}\n")
+    assert groups["searching"].num_seeds > 0 and groups["searching"].settings.max_step_norm == 1.0
+    assert groups["spec"].settings.max_step_norm == 0.25
+    assert groups["explicit"].settings.max_step_norm == 0.5
