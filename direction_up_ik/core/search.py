@@ -90,7 +90,10 @@ def random_starts(problem: IKProblem, count: int, rng: np.random.Generator) -> n
 
 
 def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selection: str) -> np.ndarray:
-    """(n,) score, lower is better: the spec cost, or squared normalised distance to limit centres."""
+    """(n,) score, lower is better: the spec cost, or squared normalised distance to limit centres.
+
+    ``q``: (n, D) joints (any float dtype; float64 arithmetic); ``cost``: (n,), inf = not a success.
+    """
     if selection == "least_motion":
         return cost
     a = problem.active
@@ -98,7 +101,7 @@ def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selecti
     bounded = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
     mid = np.where(bounded, 0.5 * (np.where(bounded, lo, 0) + np.where(bounded, hi, 0)), 0.0)
     half = np.where(bounded, 0.5 * (np.where(bounded, hi, 1) - np.where(bounded, lo, 0)), 1.0)
-    z = np.where(bounded, (q[:, a] - mid) / half, 0.0)
+    z = np.where(bounded, (q[:, a].astype(np.float64) - mid) / half, 0.0)
     return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
 
 
@@ -146,8 +149,7 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         if accept is not None:
             for i in np.flatnonzero(ok):
                 ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
-        score = selection_score(problem, out.joint_q.astype(np.float64), np.where(ok, out.cost, np.inf),
-                                selection)
+        score = selection_score(problem, out.joint_q, np.where(ok, out.cost, np.inf), selection)
         for i in np.flatnonzero(ok):
             c = int(cand[i])
             successes[c] += 1
