@@ -552,11 +552,38 @@ def within_tolerances(has_direction, has_up, position_tol, frame_tol, err):
 
 @jitable
 def all_finite(x):
-    """True when every entry of the C-contiguous array ``x`` is finite."""
-    for v in x.ravel():
-        if not np.isfinite(v):
+    """True when every entry of the 1-D array ``x`` is finite."""
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
             return False
     return True
+
+
+@jitable
+def all_finite2(x):
+    """True when every entry of the 2-D array ``x`` is finite."""
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if not np.isfinite(x[i, j]):
+                return False
+    return True
+
+
+# Plain loops instead of slice assignment (``dst[:] = src``), which numba compiles
+# to its general broadcasting copy: measurably slower for these 3 to 81 values.
+@jitable(inline="always")
+def copy1(dst, src):
+    """dst[:] = src for 1-D arrays of equal length."""
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
+@jitable(inline="always")
+def copy2(dst, src):
+    """dst[:, :] = src for 2-D arrays of equal shape."""
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            dst[i, j] = src[i, j]
 
 
 @jitable
@@ -601,7 +628,7 @@ def jacobian_shortcut(m, tg, w_pos, w_rot, eps, c, s, active, b, r, node_rot, no
             axis = mat_vec3(node_rot[k], vec3(m.axis_local[k]))
             tr, tp = tcp_rot[e], tcp_pos[e]
             if m.jtype[k] == _PRISMATIC:
-                rot_p[:, :] = tr
+                copy2(rot_p, tr)
                 pos_p = (tp[0] + eps * axis[0], tp[1] + eps * axis[1], tp[2] + eps * axis[2])
             else:
                 for j in range(3):
@@ -632,7 +659,7 @@ def jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac):
     q_p, r_p, err = wk.q_p[b], wk.r_p[b], wk.err_t[b]
     for i in range(cfg.active.shape[0]):
         d = cfg.active[i]
-        q_p[:] = q
+        copy1(q_p, q)
         q_p[d] += cfg.eps
         evaluate_row(m, tg, cfg, b, q_p, wk, r_p, err)
         for j in range(r.shape[0]):
@@ -711,12 +738,13 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
         for k in range(n):
             total += jac[i, k] * r[k]
         g[i] = -total
-    matrix[:, :] = h
-    step[:] = g
+    copy2(matrix, h)
+    copy1(step, g)
     if not lu_solve(matrix, step):
         return False
-    fixed[:] = False
-    value[:] = 0.0
+    for i in range(a):
+        fixed[i] = False
+        value[i] = 0.0
     for _ in range(a):
         hit = False
         for i in range(a):
@@ -742,7 +770,7 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
                 for j in range(a):
                     total += h[i, j] * value[j]
                 rhs[i] = g[i] - total
-        step[:] = rhs
+        copy1(step, rhs)
         if not lu_solve(matrix, step):
             return False
     norm = np.sqrt(sum_of_squares(step, scratch))
@@ -796,7 +824,7 @@ def iterate(b, it, m, tg, cfg, st, wk):
     else:
         jacobian_shortcut(m, tg, cfg.w_pos, cfg.w_rot, cfg.eps, cfg.cos_eps, cfg.sin_eps, cfg.active, b, r,
                           node_rot, node_pos, tcp_rot, tcp_pos, wk.rot_p[b], wk.r_p[b], wk.err_t[b], jac)
-    if not all_finite(jac):
+    if not all_finite2(jac):
         fail(st, b, it, _PHASE_JACOBIAN)
         return
     step, scratch = wk.step[b], wk.sq[b]
@@ -817,7 +845,7 @@ def iterate(b, it, m, tg, cfg, st, wk):
         accepted = False
         for si in range(cfg.step_scales.shape[0]):
             scale = cfg.step_scales[si]
-            trial[:] = q
+            copy1(trial, q)
             for i in range(cfg.active.shape[0]):
                 d = cfg.active[i]
                 trial[d] = trial[d] + scale * step[i]
@@ -834,10 +862,10 @@ def iterate(b, it, m, tg, cfg, st, wk):
             else:
                 guard = new_max < old_max
             if ssr_t < st.ssr[b] and guard:
-                q[:] = trial
-                r[:] = r_t
+                copy1(q, trial)
+                copy1(r, r_t)
                 st.ssr[b] = ssr_t
-                st.err[b][:, :] = err_t
+                copy2(st.err[b], err_t)
                 st.iterations[b] += 1
                 accepted = True
                 break
