@@ -157,8 +157,8 @@ _Config = namedtuple("_Config", (
 #: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
 #: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
 #: position/direction/up errors (NaN, once solved, for the parts a target leaves
-#: free), ``iterations``, ``reason``, ``fail_key`` (B,), ``done`` (B,) bool, and
-#: once solved ``success`` (B,) bool and ``cost`` (B,) (spec 4; +inf on failure).
+#: free), ``iterations`` (B,) int32, ``reason``, ``fail_key`` (B,), ``done`` (B,) bool, and
+#: once solved ``success`` (B,) int32 0/1 and ``cost`` (B,) (spec 4; +inf on failure).
 #: The kernel initialises these fields; the caller may pass np.empty. Inputs:
 #: ``q`` (the start states), ``group`` (B,) int64 and ``quota`` (B,) int64: a run of
 #: consecutive rows with equal ``group`` races (see :func:`supersede`; quota 0 = no race).
@@ -955,13 +955,18 @@ def alloc_work(b, k, e, a, d):
 def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
     """The compiled entry point: :func:`solve_rows` with its four namedtuples passed
     as plain tuples (``tuple(m)``, ...), rebuilt here. numba's dispatcher types plain
-    tuples in C but namedtuples in Python: this saves about 6 us per call."""
+    tuples in C but namedtuples in Python: this saves about 6 us per call.
+    Returns True when a candidate hit a numerical failure (``st.fail_key``)."""
     model, targets, config, state = _Model(*m), _Targets(*tg), _Config(*cfg), _State(*st)
     work = alloc_work(state.err.shape[0], model.parent.shape[0], state.err.shape[2],
                       config.active.shape[0], state.q.shape[1])
     solve_rows(borrowed(model), borrowed(targets), borrowed(config), borrowed(state), borrowed(work),
                has_deadline, deadline_ns)
     keep_alive(work)
+    failed = False
+    for key in state.fail_key:
+        failed |= key >= 0
+    return failed
 
 
 @jitable
@@ -1117,26 +1122,24 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     """
     b, d = problem.num_candidates, len(problem.q_initial)
     e = problem.num_targets
-    if q_start is None:
-        q = np.repeat(problem.q_initial[None, :], b, axis=0)
-    else:
-        q = np.ascontiguousarray(np.array(q_start, dtype=np.float64).reshape(b, d))
+    q = np.empty((b, d))
+    q[:] = problem.q_initial if q_start is None else np.reshape(q_start, (b, d))
     m, tg, cfg = _model(problem), _targets(problem), _config(problem)
-    empty, i8 = np.empty, np.int64
+    empty, i4, i8 = np.empty, np.int32, np.int64
     if race is None:
-        group, quota = np.zeros(b, dtype=i8), np.zeros(b, dtype=i8)
+        group = quota = np.zeros(b, dtype=i8)  # one array: the kernel only reads both
     else:
         group, quota = (np.ascontiguousarray(x, dtype=i8).reshape(b) for x in race)
-    st = _State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i8),
+    st = _State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i4),
                 reason=empty(b, i8), fail_key=empty(b, i8), done=empty(b, np.bool_),
-                success=empty(b, np.bool_), cost=empty(b), group=group, quota=quota)
+                success=empty(b, i4), cost=empty(b), group=group, quota=quota)
     has_deadline, deadline_ns = _deadline_ns(deadline)
     if parallel is None:
         chunks = _chunks(b)
     else:
         chunks = min(_threads(), b) if parallel else 1
     if chunks == 1:
-        run_serial(tuple(m), tuple(tg), tuple(cfg), tuple(st), has_deadline, deadline_ns)
+        failed = run_serial(tuple(m), tuple(tg), tuple(cfg), tuple(st), has_deadline, deadline_ns)
     else:
         # Candidates are independent: each thread runs run_serial on a contiguous slice
         # (views, so the results land in st). A slice stops at its own first numerical
@@ -1149,9 +1152,9 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
                                    tuple(_rows(st, lo, hi)),
                                    has_deadline, deadline_ns)
                 for lo, hi in zip(bounds[:-1], bounds[1:])]
-        for job in jobs:
-            job.result()
-    _raise_failure(st.fail_key)
+        failed = any([job.result() for job in jobs])
+    if failed:
+        _raise_failure(st.fail_key)
     return _result(problem, st)
 
 
@@ -1211,8 +1214,6 @@ def _rows(tup, lo: int, hi: int):
 
 def _raise_failure(fail_key: np.ndarray) -> None:
     failed = fail_key >= 0
-    if not failed.any():
-        return
     first = int(np.min(fail_key[failed]))
     phase = first % _PHASES_PER_ITERATION
     if phase == _PHASE_SINGULAR:
@@ -1230,9 +1231,9 @@ def _result(problem: IKProblem, st: _State) -> IKBatchResult:
     success = st.success
     best = int(st.cost.argmin()) if success.any() else None
     return IKBatchResult(
-        joint_q=st.q.astype(np.float32), success=success.astype(np.int32), cost=st.cost,
+        joint_q=st.q.astype(np.float32), success=success, cost=st.cost,
         best_index=best, position_error=err[0], direction_error=err[1], up_error=err[2],
-        iterations=st.iterations.astype(np.int32),
+        iterations=st.iterations,
         stop_reason=tuple(map(_REASONS.__getitem__, st.reason.tolist())),
         active_dof_ids=tuple(problem.active.tolist()))
 

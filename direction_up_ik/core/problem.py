@@ -78,7 +78,45 @@ class IKProblem:
             target_up=self.target_up[idx], has_direction=self.has_direction[idx], has_up=self.has_up[idx])
 
 
-def _check_candidates(robot: RobotKinematics, candidates) -> Tuple[Tuple[DirectionUpTarget, ...], ...]:
+Candidates = Tuple[Tuple[DirectionUpTarget, ...], ...]
+
+
+def _common_candidates(robot: RobotKinematics, candidates) -> Optional[Candidates]:
+    """The usual request in one cheap pass: a list or tuple of lists or tuples of
+    DirectionUpTarget with candidate 0's EE ids (unique, valid) and its very local-axis
+    arrays, in the same order. None for anything else, which :func:`_check_candidates`
+    then accepts or rejects with the error that names the rule."""
+    if type(candidates) not in (tuple, list) or not candidates:
+        return None
+    first = candidates[0]
+    if type(first) not in (tuple, list) or not first:
+        return None
+    slots = []
+    for target in first:
+        if type(target) is not DirectionUpTarget:
+            return None
+        slots.append((target.ee_id, target.local_direction, target.local_up))
+    ids = {ee for ee, _, _ in slots}
+    if len(ids) != len(slots) or max(ids) >= robot.num_end_effectors:
+        return None
+    n = len(slots)
+    out = []
+    for candidate in candidates:
+        kind = type(candidate)
+        if (kind is not tuple and kind is not list) or len(candidate) != n:
+            return None
+        for target, (ee, local_direction, local_up) in zip(candidate, slots):
+            if type(target) is not DirectionUpTarget or target.ee_id != ee \
+                    or target.local_direction is not local_direction or target.local_up is not local_up:
+                return None
+        out.append(candidate if kind is tuple else tuple(candidate))
+    return tuple(out)
+
+
+def _check_candidates(robot: RobotKinematics, candidates) -> Candidates:
+    common = _common_candidates(robot, candidates)
+    if common is not None:
+        return common
     if isinstance(candidates, (str, bytes, DirectionUpTarget)) or not isinstance(candidates, Sequence):
         raise InputTypeError("candidates", "expected a sequence of candidates, each a sequence of "
                                            "DirectionUpTarget, e.g. ((target,),)")

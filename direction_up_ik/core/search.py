@@ -20,6 +20,7 @@ is untouched by this module.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -77,6 +78,16 @@ def _check_int(value, field: str, minimum: int) -> int:
     return int(value)
 
 
+def _positive_seconds(value) -> bool:
+    """True for a finite positive real number (bool excluded)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an int beyond the float range
+        return False
+
+
 def random_starts(problem: IKProblem, count: int, rng: np.random.Generator) -> np.ndarray:
     """(count, D) starts: active joints uniform in the bounds (continuous: q0 +- pi), others q0."""
     q0, a = problem.q_initial, problem.active
@@ -118,11 +129,9 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
     min_successes = _check_int(min_successes, "min_successes", 1)
     if max_rounds is not None:
         max_rounds = _check_int(max_rounds, "max_rounds", 1)
-    if time_budget is not None:
-        if isinstance(time_budget, bool) or not isinstance(time_budget, (int, float, np.floating)) \
-                or not np.isfinite(time_budget) or time_budget <= 0:
-            raise InputValidationError("time_budget", f"must be None or a finite positive number of "
-                                                      f"seconds, got {time_budget!r}")
+    if time_budget is not None and not _positive_seconds(time_budget):
+        raise InputValidationError("time_budget", f"must be None or a finite positive number of "
+                                                  f"seconds, got {time_budget!r}")
     if selection not in SELECTIONS:
         raise InputValidationError("selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
     start_time = time.perf_counter()
