@@ -159,11 +159,16 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
             for i in np.flatnonzero(ok):
                 ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
         score = selection_score(problem, out.joint_q, np.where(ok, out.cost, np.inf), selection)
-        for i in np.flatnonzero(ok):
-            c = int(cand[i])
-            successes[c] += 1
-            if score[i] < best_score[c]:
-                best_score[c], rows[c] = score[i], (out, i)
+        idx = np.flatnonzero(ok)
+        owner = cand[idx]
+        np.add.at(successes, owner, 1)
+        # Each candidate's best row of this round (the first of equal scores), kept
+        # when strictly better than its best so far (so earlier rounds win ties).
+        order = np.lexsort((idx, score[idx], owner))
+        firsts = order[np.r_[True, owner[order[1:]] != owner[order[:-1]]]] if len(order) else order
+        for k in firsts[score[idx[firsts]] < best_score[owner[firsts]]].tolist():
+            c, i = int(owner[k]), int(idx[k])
+            best_score[c], rows[c] = score[i], (out, i)
 
     record(first, np.arange(b))
     rng = None  # created when round 1 needs seeds
@@ -194,25 +199,30 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
 def _assemble(problem: IKProblem, out0: IKBatchResult, rows, best_score) -> IKBatchResult:
     """Per candidate its selected success (``rows``), else its round-0 solve."""
     b = problem.num_candidates
-    picks = [rows.get(c, (out0, c)) for c in range(b)]
-    sources = {id(r): r for r, _ in picks}
-    if len(sources) == 1:  # every pick from one round's result: one fancy index per field
-        (source,) = sources.values()
-        index = np.array([i for _, i in picks])
+    sources = {}  # id(round result) -> (result, its candidates, their rows in it)
+    reasons = []
+    for c in range(b):
+        out, i = rows.get(c, (out0, c))
+        _, cands, idx = sources.setdefault(id(out), (out, [], []))
+        cands.append(c)
+        idx.append(i)
+        reasons.append(out.stop_reason[i])
 
-        def gather(field):
-            return getattr(source, field)[index]
-    else:
-        def gather(field):
-            return np.stack([getattr(r, field)[i] for r, i in picks])
-    success = np.array([1 if c in rows else 0 for c in range(b)], dtype=np.int32)
+    def gather(field):
+        like = getattr(out0, field)
+        values = np.empty((b,) + like.shape[1:], dtype=like.dtype)
+        for out, cands, idx in sources.values():
+            values[cands] = getattr(out, field)[idx]
+        return values
+    success = np.zeros(b, dtype=np.int32)
+    success[list(rows)] = 1
     cost = np.where(success == 1, gather("cost"), np.inf)
-    best = int(np.argmin(best_score)) if np.any(success) else None
+    best = int(np.argmin(best_score)) if rows else None
     return IKBatchResult(
         joint_q=gather("joint_q"), success=success, cost=cost, best_index=best,
         position_error=gather("position_error"), direction_error=gather("direction_error"),
         up_error=gather("up_error"), iterations=gather("iterations"),
-        stop_reason=tuple(r.stop_reason[i] for r, i in picks), active_dof_ids=out0.active_dof_ids)
+        stop_reason=tuple(reasons), active_dof_ids=out0.active_dof_ids)
 
 
 def robo_search_ik_direction_up(
