@@ -19,9 +19,12 @@ Solvers (inputs are prepared before timing; ``time.perf_counter`` around each ca
   1.0), one target per call;
 * ``batched spec`` / ``batched search``: all N targets in one
   ``robo_solve_ik_direction_up_multi_batch`` call / one
-  ``robo_search_ik_direction_up(num_seeds=7, max_rounds=3)`` call (at most 3
-  rounds of seeds after the current state); the per-target time is total / N
-  (median = p95 = that figure; the call is made 3 times, the median total counts);
+  ``robo_search_ik_direction_up(num_seeds=2, max_rounds=10)`` call (at most 10
+  rounds of 2 seeds after the current state: a batch is about total work, and
+  racing fewer seeds per round wastes fewer iterations on the losers; on 1000
+  targets it took 25-35 % less time than 3 rounds of 7 with 99.7-100 % success);
+  the per-target time is total / N (median = p95 = that figure; the call is made
+  3 times, the median total counts);
 * ``KDL NR_JL``: PyKDL ``ChainIkSolverPos_NR_JL`` (maxiter 100, eps 1e-6), one shot
   from the start; the chain is built from the project's parsed URDF joints
   (:func:`direction_up_ik.core.urdf_loader.parse_urdf`) plus the TCP offset as a
@@ -74,7 +77,8 @@ DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
 MAX_POSITION_ERROR = 0.03  # spec guard, metres
 NUM_SEEDS = 7
 TIME_BUDGET = 0.005  # seconds per target (multi-seed search, KDL restarts)
-BATCH_MAX_ROUNDS = 3
+BATCH_NUM_SEEDS = 2  # per round, batched search (throughput; see the module docstring)
+BATCH_MAX_ROUNDS = 10
 # The independent judge.
 POSITION_TOL = 1e-3  # metres
 AXIS_TOL = 1e-2  # radians, each of the TCP z and y axes
@@ -353,16 +357,16 @@ class BatchedSpec(Solver):
 
 class BatchedSearch(Solver):
     key, label = "batched_search", "project batched search (1 call)"
-    description = (f"all N targets in one robo_search_ik_direction_up(num_seeds={NUM_SEEDS}, "
+    description = (f"all N targets in one robo_search_ik_direction_up(num_seeds={BATCH_NUM_SEEDS}, "
                    f"max_rounds={BATCH_MAX_ROUNDS}) call; time = total / N")
 
     def run(self, problem, q_start, rng):
         robot = problem.robot
         _set_start(robot, q_start)
         robo_search_ik_direction_up(robot, problem.warmup_candidates, max_position_error=MAX_POSITION_ERROR,
-                                    num_seeds=NUM_SEEDS, max_rounds=BATCH_MAX_ROUNDS)
+                                    num_seeds=BATCH_NUM_SEEDS, max_rounds=BATCH_MAX_ROUNDS)
         r, total = _median_of_calls(lambda: robo_search_ik_direction_up(
-            robot, problem.candidates, max_position_error=MAX_POSITION_ERROR, num_seeds=NUM_SEEDS,
+            robot, problem.candidates, max_position_error=MAX_POSITION_ERROR, num_seeds=BATCH_NUM_SEEDS,
             max_rounds=BATCH_MAX_ROUNDS))
         return Outcome(r.result.joint_q.astype(np.float64), np.full(problem.n, total / problem.n),
                        r.result.success, batched=True, total_s=total)
@@ -914,7 +918,8 @@ def main(argv=None) -> int:
         document = {"benchmark": "direction_up_ik.bench_peers", "smoke": args.smoke,
                     "settings": {"targets": args.targets, "robots": args.robots, "seed": args.seed,
                                  "max_position_error": MAX_POSITION_ERROR, "num_seeds": NUM_SEEDS,
-                                 "time_budget_s": TIME_BUDGET, "batch_max_rounds": BATCH_MAX_ROUNDS,
+                                 "time_budget_s": TIME_BUDGET, "batch_num_seeds": BATCH_NUM_SEEDS,
+                                 "batch_max_rounds": BATCH_MAX_ROUNDS,
                                  "judge": {"position_tol_m": POSITION_TOL, "axis_tol_rad": AXIS_TOL,
                                            "limit_slack": LIMIT_SLACK}},
                     "environment": env, "elapsed_s": elapsed, "runs": runs}
