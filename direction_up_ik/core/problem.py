@@ -7,7 +7,6 @@ E targets per candidate that :mod:`.solver` iterates on. Nothing here iterates.
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,9 +72,13 @@ class IKProblem:
     def select(self, candidates: np.ndarray) -> "IKProblem":
         """The same problem restricted to (or repeating) ``candidates`` (indices, any order)."""
         idx = np.asarray(candidates, dtype=np.int64)
-        return dataclasses.replace(
-            self, target_position=self.target_position[idx], target_direction=self.target_direction[idx],
-            target_up=self.target_up[idx], has_direction=self.has_direction[idx], has_up=self.has_up[idx])
+        # A copy of this (validated) problem with five arrays replaced (dataclasses.replace
+        # would re-run __init__ over all 15 fields: about 8 us per call).
+        out = object.__new__(IKProblem)
+        out.__dict__.update(self.__dict__, target_position=self.target_position[idx],
+                            target_direction=self.target_direction[idx], target_up=self.target_up[idx],
+                            has_direction=self.has_direction[idx], has_up=self.has_up[idx])
+        return out
 
 
 Candidates = Tuple[Tuple[DirectionUpTarget, ...], ...]

@@ -10,6 +10,7 @@ from direction_up_ik import (CandidateStructureError, DirectionUpTarget, InputTy
                              RobotKinematics, UnsupportedDeviceError,
                              robo_solve_ik_direction_up_multi_batch as solve)
 from direction_up_ik.core import result as res
+from direction_up_ik.core import problem as problem_module
 
 from helpers import mid_range, random_in_limits, targets_at
 
@@ -297,6 +298,25 @@ def test_numerical_failure_lists_the_candidates():
 def _valid(robot):
     return (DirectionUpTarget(0, (0.3, 0.2, 1.0), (1, 0, 0), (0, 0, 1)),
             DirectionUpTarget(1, (0.3, -0.2, 1.0), (1, 0, 0), (0, 0, 1)))
+
+
+class _SubTarget(DirectionUpTarget):
+    __slots__ = ()
+
+
+def test_both_candidate_checks_accept_the_same_requests(dual_arm):
+    """The one-pass check of the usual request and the detailed check agree: whatever
+    the first declines (lists, equal but separately built local axes, a subclass of
+    DirectionUpTarget) the second accepts, and both give tuples of the same targets."""
+    a, b = _valid(dual_arm)
+    twin = DirectionUpTarget(0, (0.3, 0.2, 1.0), (1, 0, 0), (0, 0, 1), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+    sub = _SubTarget(1, (0.3, -0.2, 1.0), (1, 0, 0), (0, 0, 1))
+    for cands, common in [(((a, b),), True), ([[a, b], (a, b)], True), ([(a, b), (twin, b)], False),
+                          ([(a, sub)], False), ([[b, a], (b, a)], True)]:
+        checked = problem_module._check_candidates(dual_arm, cands)
+        assert checked == tuple(tuple(c) for c in cands)
+        assert all(type(c) is tuple for c in checked)
+        assert (problem_module._common_candidates(dual_arm, cands) is not None) == common
 
 
 @pytest.mark.parametrize("make,error,pattern", [
