@@ -8,6 +8,7 @@ import pytest
 from direction_up_ik import (DirectionUpTarget, InputValidationError, robo_search_ik_direction_up,
                              robo_solve_ik_direction_up_multi_batch)
 from direction_up_ik.bench import random_configurations, reachable_candidates
+from direction_up_ik.core import search as search_module
 from direction_up_ik.core.search import SEARCH_MAX_STEP_NORM
 
 from helpers import mid_range
@@ -141,3 +142,20 @@ def test_joint_bounds_constrain_solutions(panda, far_targets):
 def test_search_argument_errors(panda, far_targets, kwargs, pattern):
     with pytest.raises(InputValidationError, match=pattern):
         robo_search_ik_direction_up(panda, far_targets[:1], max_position_error=MPE, **kwargs)
+
+
+def test_reused_generator_restarts_its_seeded_sequence():
+    """A thread's generator for an integer seed is reset on every take, and one still taken
+    (e.g. by a search inside an accept callback) is never handed out twice."""
+    expected = np.random.default_rng(3).random(4)
+    first, key = search_module._take_generator(3)
+    assert np.array_equal(first.random(4), expected)
+    search_module._give_back(key)
+    again, key_again = search_module._take_generator(3)
+    assert again is first and np.array_equal(again.random(4), expected)
+    nested, key_nested = search_module._take_generator(3)
+    assert nested is not again and np.array_equal(nested.random(4), expected)
+    for k in (key_again, key_nested):
+        search_module._give_back(k)
+    numpy_seed, key_none = search_module._take_generator(np.int64(3))  # not cached, same stream
+    assert key_none is None and np.array_equal(numpy_seed.random(4), expected)
