@@ -113,17 +113,24 @@ def random_starts(problem: IKProblem, count: int, rng: np.random.Generator, boun
     return out
 
 
-_spare_generators = threading.local()  # per thread: {seed: (generator, its seeded state)}
+_thread_local = threading.local()
+
+
+def _spare_generators() -> dict:
+    """This thread's idle generators: {int seed: (generator, its seeded state)}."""
+    spare = getattr(_thread_local, "generators", None)
+    if spare is None:
+        spare = _thread_local.generators = {}
+    return spare
 
 
 def _take_generator(seed):
-    """``(np.random.default_rng(seed), key)``; for an int seed this thread's generator
-    of an earlier call, reset to the seeded state (1 us instead of 8 us of seeding).
-    Give it back with :func:`_give_back`; one taken and not given back is simply dropped."""
+    """``(np.random.default_rng(seed), key)``; for an int seed, this thread's generator
+    of an earlier call reset to the seeded state (1 us instead of 8 us of seeding).
+    Return it with :func:`_give_back`; one taken and not given back is simply dropped."""
     if type(seed) is not int:
         return np.random.default_rng(seed), None
-    spare = _spare_generators.__dict__.setdefault("by_seed", {})
-    entry = spare.pop(seed, None)
+    entry = _spare_generators().pop(seed, None)
     if entry is None:
         generator = np.random.default_rng(seed)
         entry = (generator, generator.bit_generator.state)
@@ -133,10 +140,18 @@ def _take_generator(seed):
 
 
 def _give_back(key) -> None:
-    if key is not None:
-        spare = _spare_generators.__dict__.setdefault("by_seed", {})
-        if len(spare) < 16:
-            spare[key[0]] = key[1]
+    spare = _spare_generators()
+    if key is not None and len(spare) < 16:
+        seed, entry = key
+        spare[seed] = entry
+
+
+def _best_of_each(owner: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Positions of each owner's lowest score (the first of equal scores), owners ascending."""
+    order = np.lexsort((np.arange(len(owner)), score, owner))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = owner[order[1:]] != owner[order[:-1]]
+    return order[first]
 
 
 def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selection: str) -> np.ndarray:
@@ -201,13 +216,11 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         idx = np.flatnonzero(ok)
         owner = cand[idx]
         np.add.at(successes, owner, 1)
-        # Each candidate's best row of this round (the first of equal scores), kept
-        # when strictly better than its best so far (so earlier rounds win ties).
-        order = np.lexsort((idx, score[idx], owner))
-        firsts = order[np.concatenate(([True], owner[order[1:]] != owner[order[:-1]]))] \
-            if len(order) else order
-        for k in firsts[score[idx[firsts]] < best_score[owner[firsts]]].tolist():
-            c, i = int(owner[k]), int(idx[k])
+        # Each candidate's best row of this round, kept when strictly better than
+        # its best so far (so earlier rounds win ties).
+        best = idx[_best_of_each(owner, score[idx])]
+        for i in best[score[best] < best_score[cand[best]]].tolist():
+            c = int(cand[i])
             best_score[c], rows[c] = score[i], (out, i)
 
     record(first, np.arange(b))
