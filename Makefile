@@ -17,8 +17,13 @@ test: venv
 demo: venv
 	$(PYTHON) -m direction_up_ik.demo
 
+# Benchmarks run with single-threaded BLAS: after a numpy/scipy BLAS call, OpenBLAS's idle
+# worker threads spin for a while, and on a 2-core machine they took CPU from the solver
+# being timed (all project modes of one robot/start 35 % slower in 2 of 5 runs).
+BENCH_ENV := OPENBLAS_NUM_THREADS=1
+
 bench: venv
-	$(PYTHON) -m direction_up_ik.bench
+	$(BENCH_ENV) $(PYTHON) -m direction_up_ik.bench
 
 # Side-by-side with KDL, roboticstoolbox and ikpy (installed by scripts/setup_peers.sh,
 # never by requirements/*.txt). Figures go to build/bench_peers/.
@@ -27,14 +32,14 @@ BENCH_PEERS_ARGS ?= --json build/bench_peers/bench_peers.json --plot build/bench
 bench-peers: venv
 	VENV="$(abspath $(VENV))" ./scripts/setup_peers.sh
 	mkdir -p build/bench_peers
-	$(PYTHON) -m direction_up_ik.bench_peers $(BENCH_PEERS_ARGS)
+	$(BENCH_ENV) $(PYTHON) -m direction_up_ik.bench_peers $(BENCH_PEERS_ARGS)
 
 # The ROS path: ~/solve round trip vs the in-process solve, ~/target -> command lag
 # (scripts/bench_ros.py; starts the node on dual_arm_torso). BENCH_ROS_ARGS e.g. --json out.json.
 .PHONY: bench-ros
 BENCH_ROS_ARGS ?=
 bench-ros: venv
-	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$(ROS_DOMAIN_ID) \
+	$(BENCH_ENV) ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$(ROS_DOMAIN_ID) \
 		$(PYTHON) scripts/bench_ros.py $(BENCH_ROS_ARGS)
 
 clean:
