@@ -60,7 +60,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_common import (CONFIG, NODE_NAME, REPO, Judge, NodeProcess, RosClient,  # noqa: E402
                            _die_with_parent, _streamer, near, percentile, prepare_environment,
-                           ros_environment, target_set, tcp_target, unique_namespace,
+                           ros_environment, stop_worker, target_set, tcp_target, unique_namespace,
                            wait_for_joint_state)
 from load_node import analyse_commands  # noqa: E402
 
@@ -364,10 +364,7 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
     finally:
         stop.set()
         if streamer is not None:
-            streamer.join(timeout=10.0)
-            if streamer.is_alive():
-                streamer.kill()
-                streamer.join(timeout=5.0)
+            stop_worker(streamer)
         if client is not None:
             client.close()
         if inproc is not None:

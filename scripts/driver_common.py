@@ -15,6 +15,7 @@ Every wait here has a timeout; nothing blocks forever.
 from __future__ import annotations
 
 import collections
+import json
 import math
 import os
 import signal
@@ -466,6 +467,40 @@ def tcp_target(name: str, pose: np.ndarray, *, frame_id: str = "", frame: Option
 
 def percentile(values: Sequence[float], p: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), p)) if len(values) else math.nan
+
+
+def stop_worker(proc) -> None:
+    """Join a multiprocessing worker that was told to stop; kill it after 10 s."""
+    proc.join(timeout=10.0)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5.0)
+
+
+def close_report(report: dict, node: "NodeProcess", t_begin: float, violations: List[str]) -> dict:
+    """The closing fields of a driver's report: stops the node and records its exit code,
+    the runtime since ``t_begin`` (time.monotonic) and the violations (first 50 listed)."""
+    report["node_exit_code"] = node.stop()
+    report["runtime_s"] = round(time.monotonic() - t_begin, 1)
+    report["violations"] = len(violations)
+    report["first_violations"] = violations[:50]
+    return report
+
+
+def finish(report: dict, json_path: Optional[Path], print_report) -> int:
+    """Print the report, write it to ``json_path`` (if given); exit status 1 on violations."""
+    print_report(report)
+    if json_path:
+        json_path.write_text(json.dumps(report, indent=1))
+    return 0 if report["violations"] == 0 else 1
+
+
+def print_outcome(report: dict) -> None:
+    """The last lines of a driver's printout: exit code, runtime and the first violations."""
+    print(f"node exit code {report.get('node_exit_code')}; runtime {report['runtime_s']} s; "
+          f"violations: {report['violations']}")
+    for v in report["first_violations"][:20]:
+        print("  -", v)
 
 
 class RosClient:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import collections
 import copy
-import json
 import math
 import sys
 import time
@@ -47,8 +46,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_common import (Judge, NodeProcess, RosClient, near, percentile, set_vec,  # noqa: E402
-                           tcp_target, unique_namespace, wait_for_joint_state)
+from driver_common import (Judge, NodeProcess, RosClient, close_report, finish, near, percentile,  # noqa: E402
+                           print_outcome, set_vec, tcp_target, unique_namespace, wait_for_joint_state)
 
 HUGE = 100_000          # entries of the largest arrays sent
 SLOW_HUGE_S = 15.0      # a 10^5-entry request must be answered within this many seconds (measured
@@ -722,10 +721,7 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
     finally:
         if client is not None:
             client.close()
-        report["node_exit_code"] = node.stop()
-        report["runtime_s"] = round(time.monotonic() - t_begin, 1)
-        report["violations"] = len(violations)
-        report["first_violations"] = violations[:50]
+        close_report(report, node, t_begin, violations)
     return report
 
 
@@ -755,10 +751,7 @@ def print_report(report: dict) -> None:
               f"{rss['growth_mib']} MiB, peak (VmHWM) {rss['peak']} KiB")
         print(f"node alive at the end: {report['node_alive']}; [ERROR] log lines: "
               f"{report['node_error_lines']}; tracebacks: {report['node_tracebacks']}")
-    print(f"node exit code {report.get('node_exit_code')}; runtime {report['runtime_s']} s; "
-          f"violations: {report['violations']}")
-    for v in report["first_violations"][:20]:
-        print("  -", v)
+    print_outcome(report)
 
 
 def main(argv=None) -> int:
@@ -782,10 +775,7 @@ def main(argv=None) -> int:
     report = run(args.requests, args.seed, args.warmup, args.rss_limit_mib, args.max_seconds,
                  args.target_fraction, args.verbose, exclude=tuple(args.exclude),
                  huge=args.huge_size, warmup_huge=args.warmup_huge)
-    print_report(report)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
-    return 0 if report["violations"] == 0 else 1
+    return finish(report, args.json, print_report)
 
 
 if __name__ == "__main__":

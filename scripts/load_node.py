@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
 import multiprocessing
 import sys
@@ -45,8 +44,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_common import (Judge, NodeProcess, RosClient, _streamer, near, percentile,  # noqa: E402
-                           target_set, tcp_target, unique_namespace, wait_for_joint_state)
+from driver_common import (Judge, NodeProcess, RosClient, _streamer, close_report, finish,  # noqa: E402
+                           near, percentile, print_outcome, stop_worker, target_set, tcp_target,
+                           unique_namespace, wait_for_joint_state)
 
 REQUEST_TIMEOUT_S = 30.0
 TARGET_COUNT = 1000     # distinct streamed targets (10 s of streaming at 100 Hz before repeating)
@@ -336,17 +336,11 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
     finally:
         stop.set()
         for p in procs:
-            p.join(timeout=10.0)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5.0)
+            stop_worker(p)
         for c in (probe, main):
             if c is not None:
                 c.close()
-        report["node_exit_code"] = node.stop()
-        report["runtime_s"] = round(time.monotonic() - t_begin, 1)
-        report["violations"] = len(violations)
-        report["first_violations"] = violations[:50]
+        close_report(report, node, t_begin, violations)
     return report
 
 
@@ -374,9 +368,7 @@ def print_report(r: dict) -> None:
               f"{rss['growth_mib']} MiB, max during {rss['max_during']} KiB, peak (VmHWM) {rss['peak']} KiB")
         print(f"node alive: {r['node_alive']}; [ERROR] log lines {r['node_error_lines']}, tracebacks "
               f"{r['node_tracebacks']}")
-    print(f"node exit code {r.get('node_exit_code')}; runtime {r['runtime_s']} s; violations: {r['violations']}")
-    for v in r["first_violations"][:20]:
-        print("  -", v)
+    print_outcome(r)
 
 
 def main(argv=None) -> int:
@@ -395,10 +387,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     report = run(args.clients, args.requests, args.joint_state_hz, args.target_hz, args.seed, args.max_seconds,
                  args.rss_limit_mib, args.max_lag_s, args.client_qos_depth)
-    print_report(report)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
-    return 0 if report["violations"] == 0 else 1
+    return finish(report, args.json, print_report)
 
 
 if __name__ == "__main__":
