@@ -18,7 +18,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .errors import InputTypeError, InputValidationError, RobotModelError
+from .errors import InputValidationError, RobotModelError
 from .rotations import make_transform, rpy_to_matrix, skew
 from .urdf_loader import UrdfKinematics, parse_urdf
 

@@ -178,7 +178,6 @@ class _Solver:
     def __init__(self, problem: IKProblem) -> None:
         self.p = problem
         self.s = problem.settings
-        robot = problem.robot
         self.active = problem.active
         self.lower = problem.lower
         self.upper = problem.upper

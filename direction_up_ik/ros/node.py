@@ -21,7 +21,6 @@ import array
 import signal
 import sys
 import threading
-import time
 from typing import List, Optional
 
 import numpy as np

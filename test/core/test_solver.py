@@ -12,7 +12,7 @@ from direction_up_ik import (CandidateStructureError, DirectionUpTarget, InputTy
 from direction_up_ik.core import result as res
 from direction_up_ik.core import problem as problem_module
 
-from helpers import mid_range, random_in_limits, targets_at
+from helpers import mid_range, targets_at
 
 MPE = 0.03  # max_position_error used where a test does not care
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import signal
 import time
 
