@@ -416,6 +416,14 @@ def sum_of_squares(x, scratch):
 
 # ====================================================================== FK
 @jitable(inline="always")
+def frame_of(m, node, node_rot, node_pos):
+    """World rotation (3, 3) and position (3,) of ``node``'s frame; node -1 = the root."""
+    if node < 0:
+        return m.root_rot, m.root_pos
+    return node_rot[node], node_pos[node]
+
+
+@jitable(inline="always")
 def node_frames(m, q, node_rot, node_pos, local):
     """World frames of the chain nodes ``m.chain`` at joint state ``q``.
 
@@ -426,13 +434,7 @@ def node_frames(m, q, node_rot, node_pos, local):
     Same formulas as :meth:`RobotKinematics._node_frames`.
     """
     for k in m.chain:
-        parent = m.parent[k]
-        if parent < 0:
-            r_p = m.root_rot
-            p_p = m.root_pos
-        else:
-            r_p = node_rot[parent]
-            p_p = node_pos[parent]
+        r_p, p_p = frame_of(m, m.parent[k], node_rot, node_pos)
         value = q[m.dof[k]]
         if m.scale[k] != 1.0 or m.offset[k] != 0.0:
             value = value * m.scale[k] + m.offset[k]
@@ -462,13 +464,7 @@ def tcp_poses(m, node_rot, node_pos, tcp_rot, tcp_pos):
         tcp_rot (E, 3, 3) out, tcp_pos (E, 3) out: world, metres.
     """
     for e in range(m.ee_node.shape[0]):
-        node = m.ee_node[e]
-        if node < 0:
-            r_n = m.root_rot
-            p_n = m.root_pos
-        else:
-            r_n = node_rot[node]
-            p_n = node_pos[node]
+        r_n, p_n = frame_of(m, m.ee_node[e], node_rot, node_pos)
         fixed = m.ee_fixed[e]
         mat_mul3(r_n, fixed[:3, :3], tcp_rot[e])
         t = mat_vec3(r_n, (fixed[0, 3], fixed[1, 3], fixed[2, 3]))
