@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import platform
@@ -376,13 +377,18 @@ class BatchedSearch(Solver):
 KDL_CONTINUOUS_LIMIT = 1e6  # NR_JL needs finite limits; continuous joints are free
 
 
-def _import_kdl():
+def _import_peer(label: str, *modules: str, hint: str = ""):
+    """Import a peer's modules and return the first, or raise Skip saying how to install it."""
     try:
-        import PyKDL
+        found = [importlib.import_module(name) for name in modules]
     except Exception as exc:  # ImportError, or a broken extension module
-        raise Skip(f"PyKDL not importable ({type(exc).__name__}: {exc}); run scripts/setup_peers.sh "
-                   f"(Debian package python3-pykdl)") from None
-    return PyKDL
+        raise Skip(f"{label} not importable ({type(exc).__name__}: {exc}); run scripts/setup_peers.sh"
+                   f"{hint}") from None
+    return found[0]
+
+
+def _import_kdl():
+    return _import_peer("PyKDL", "PyKDL", hint=" (Debian package python3-pykdl)")
 
 
 def kdl_chain(problem: Problem, kdl):
@@ -494,12 +500,7 @@ class RtbIkLM(Solver):
                    "joint_limits), robot from rtb.Robot.URDF, end link + TCP offset as tool")
 
     def _import(self):
-        try:
-            import roboticstoolbox as rtb
-        except Exception as exc:
-            raise Skip(f"roboticstoolbox-python not importable ({type(exc).__name__}: {exc}); "
-                       f"run scripts/setup_peers.sh") from None
-        return rtb
+        return _import_peer("roboticstoolbox-python", "roboticstoolbox")
 
     def version(self):
         rtb = self._import()
@@ -580,12 +581,7 @@ class Ikpy(Solver):
                    "inverse_kinematics_frame(orientation_mode='all'), defaults otherwise")
 
     def _import(self):
-        try:
-            import ikpy
-            import ikpy.chain
-        except Exception as exc:
-            raise Skip(f"ikpy not importable ({type(exc).__name__}: {exc}); run scripts/setup_peers.sh") from None
-        return ikpy
+        return _import_peer("ikpy", "ikpy", "ikpy.chain")
 
     def version(self):
         return f"ikpy {getattr(self._import(), '__version__', '?')}"
