@@ -313,14 +313,21 @@ def test_joints_on_a_limit_stay_within_it_in_results_and_commands(ros):
 
 
 # ----------------------------------------------------------------------------- 3. request limits
-@pytest.fixture(scope="module")
-def default_node(ros_context):
-    """A node with the shipped limits (config/dual_arm_torso.yaml) and a joint state."""
+def _dual_arm_node(ros_context):
+    """(harness, node): dual_arm_torso with the shipped config (config/dual_arm_torso.yaml)
+    and a joint state at mid-range (``node.model``, ``node.start``)."""
     harness = Harness(ros_context)
     node = harness.start_node("dual_arm_torso")
     node.model = load_robot("dual_arm_torso")
     node.start = mid_range(node.model)
     node.publish_full_state(node.start)
+    return harness, node
+
+
+@pytest.fixture(scope="module")
+def default_node(ros_context):
+    """A node with the shipped limits and a joint state."""
+    harness, node = _dual_arm_node(ros_context)
     yield node
     harness.close()
 
@@ -451,11 +458,8 @@ def test_bad_configuration_exits_1_with_one_line(bad_config_runs, case):
 # ----------------------------------------------------------------------------- 5. live updates
 @pytest.fixture(scope="module")
 def live(ros_context):
-    harness = Harness(ros_context)
-    node = harness.start_node("dual_arm_torso")
-    node.model = load_robot("dual_arm_torso")
-    node.start = mid_range(node.model)
-    node.publish_full_state(node.start)
+    """A node of its own for parameter updates (they must not leak into other tests)."""
+    harness, node = _dual_arm_node(ros_context)
     yield node
     harness.close()
 
