@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Profile the compiled (numba) solver kernel with ``perf``, function by function.
+
+    .venv/bin/python scripts/profile_kernel.py [--robot panda_like] [--start random] \
+        [--mode batch|single] [--targets 1000] [--seconds 10] [--output kernel.perf.data]
+    perf report -i kernel.perf.data --no-children --sort symbol
+
+``perf`` (Debian package ``linux-perf``) sees numba's machine code as anonymous ``[JIT]``
+addresses. This script compiles the kernel afresh in a temporary cache folder (about 40 s),
+prepares the workload, then attaches ``perf record`` to itself for the timed part only, and
+writes ``/tmp/perf-<pid>.map`` naming every compiled function of the kernel (``solve_rows``,
+``evaluate``, ``jacobian_shortcut``, ``lu_solve``, ...), which ``perf report`` reads. The
+garbage collector is frozen after set-up, so the profile is the solver's. (A kernel loaded
+from numba's disk cache has no addresses to name, hence the fresh compile.)
+
+Workloads, on the benchmark's reproducible targets (``direction_up_ik.bench_peers``): ``batch``
+solves all targets from the start state and then two racing random seeds for each target it
+missed, both as serial calls (one thread: one profile); ``single`` solves the targets one per
+call, with the search's step cap. It found, for example, that numba's atomic reference
+counting took about 30 % of a batch (fixed by ``fast.borrowed``).
+
+This reads numba internals (the compiled library's execution engine); it is a developer's
+tool, not part of the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+CACHE = tempfile.mkdtemp(prefix="direction_up_ik_profile_")
+os.environ["NUMBA_CACHE_DIR"] = CACHE  # a fresh compile (see the docstring)
+
+import numpy as np  # noqa: E402
+
+from direction_up_ik.bench_peers import Problem  # noqa: E402
+from direction_up_ik.core import fast  # noqa: E402
+from direction_up_ik.core.problem import build_problem  # noqa: E402
+from direction_up_ik.core.search import SEARCH_MAX_STEP_NORM, random_starts  # noqa: E402
+from direction_up_ik.core.settings import solver_settings  # noqa: E402
+
+
+def write_perf_map(path: str) -> int:
+    """Name the kernel's compiled functions for perf: "<start> <size> <name>" lines (hex)."""
+    entries = []
+    for compiled in fast.run_serial.overloads.values():
+        engine = compiled.library._codegen._engine._ee
+        for function in compiled.library._final_module.functions:
+            if function.is_declaration:
+                continue
+            address = engine.get_function_address(function.name)
+            if address:
+                entries.append((address, function.name))
+    entries.sort()
+    with open(path, "w", encoding="utf-8") as out:
+        for (address, name), following in zip(entries, entries[1:] + [(entries[-1][0] + 4096, "")]):
+            short = re.sub(r"B\d+.*", "", name.replace("_ZN15direction_up_ik4core4fast", ""))
+            out.write(f"{address:x} {max(1, following[0] - address):x} {short.lstrip('0123456789')}\n")
+    return len(entries)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", default="panda_like")
+    parser.add_argument("--start", choices=("mid_range", "random"), default="random")
+    parser.add_argument("--mode", choices=("batch", "single"), default="batch")
+    parser.add_argument("--targets", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the profiled part")
+    parser.add_argument("--output", default="kernel.perf.data", help="perf's data file")
+    args = parser.parse_args(argv)
+
+    problem = Problem(args.robot, args.targets, 2026)
+    problem.robot.joint_q[:] = problem.starts[args.start]
+    settings = solver_settings(max_position_error=0.03, max_step_norm=SEARCH_MAX_STEP_NORM)
+    t0 = time.perf_counter()
+    if args.mode == "batch":
+        built = build_problem(problem.robot, problem.candidates, settings=settings)
+        missed = np.flatnonzero(~fast.solve(built, parallel=False).success.astype(bool))
+        cand = np.repeat(missed, 2)
+        seeded = built.select(cand)
+        starts = random_starts(built, len(cand), np.random.default_rng(0))
+        race = (cand, np.ones(len(cand), dtype=np.int64))
+
+        def work():
+            fast.solve(built, parallel=False)
+            fast.solve(seeded, starts, race=race, parallel=False)
+    else:
+        singles = [build_problem(problem.robot, (c,), settings=settings) for c in problem.candidates]
+        fast.solve(singles[0])
+
+        def work():
+            for one in singles:
+                fast.solve(one)
+    print(f"kernel compiled and workload prepared in {time.perf_counter() - t0:.1f} s", flush=True)
+    gc.collect()
+    gc.freeze()
+    try:
+        perf = subprocess.Popen(["perf", "record", "-F", "4000", "-p", str(os.getpid()), "-o", args.output],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        print("perf is not installed (Debian: linux-perf); running the workload unprofiled")
+        perf = None
+    time.sleep(1.0)  # perf attaches
+    t0, calls = time.perf_counter(), 0
+    while time.perf_counter() - t0 < args.seconds:
+        work()
+        calls += 1
+    print(f"{calls} rounds of the {args.mode} workload in {time.perf_counter() - t0:.1f} s")
+    path = f"/tmp/perf-{os.getpid()}.map"
+    print(f"wrote {write_perf_map(path)} function names to {path}")
+    shutil.rmtree(CACHE, ignore_errors=True)
+    if perf is not None:
+        perf.send_signal(signal.SIGINT)
+        perf.wait(timeout=60)
+        print(f"perf report -i {args.output} --no-children --sort symbol")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
