@@ -37,10 +37,11 @@ helpers take the few arrays they use rather than whole namedtuples: each array
 passed to a call costs reference counting, about 0.3 us per call for the big
 tuples (measured before :func:`borrowed`, which now makes that counting a null
 check: it took about 30 % of a big solve). (Inlining every helper instead was
-20 % faster but compiles in about 120 s. Making every helper its own cached ``njit`` function gives the
-same machine code but doubles the cold compile time: numba re-optimises each
-caller together with everything it calls.) The cache lives in ``__pycache__`` next to this file
-when that folder is writable (editable install); otherwise numba falls back
+20 % faster but compiles in about 120 s. Making every helper its own cached
+``njit`` function gives the same machine code but doubles the cold compile time:
+numba re-optimises each caller together with everything it calls.) The cache
+lives in ``__pycache__`` next to this file when that folder is writable
+(editable install); otherwise numba falls back
 to its per-user cache directory (``$XDG_CACHE_HOME/numba`` or
 ``~/.cache/numba``), and ``NUMBA_CACHE_DIR`` overrides both (e.g. a read-only
 install in a container with a read-only home: point it at a writable folder;
@@ -226,8 +227,8 @@ def borrowed(typingctx, tup):
 
 @intrinsic
 def keep_alive(typingctx, value):
-    """No-op use of ``value``: numba frees a variable after its last use, so an owner
-    whose arrays are used :func:`borrowed` must be "used" after the work on them."""
+    """No-op use of ``value``: numba frees a variable after its last use, so the owner
+    of arrays used through :func:`borrowed` must be "used" after the work on them."""
     def codegen(context, builder, signature, args):
         return context.get_dummy_value()
     return types.none(value), codegen
