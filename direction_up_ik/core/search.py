@@ -204,10 +204,14 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
     starts = np.ones(b, dtype=np.int64)  # round 0: one start each
     successes = np.zeros(b, dtype=np.int64)
     best_score = np.full(b, np.inf)
-    rows = {}  # candidate -> (result, row) of its selected success
+    results = []  # each round's result, round 0 first
+    # Per candidate its selected success: round (-1 = none yet) and row in that round.
+    # A candidate without one reports its round-0 solve, row c of round 0.
+    pick_round, pick_row = np.full(b, -1), np.arange(b)
 
     def record(out: IKBatchResult, cand: np.ndarray) -> None:
         """Count the accepted successes of one round's rows (row i solved candidate cand[i])."""
+        results.append(out)
         ok = out.success.astype(bool)
         if accept is not None:
             for i in np.flatnonzero(ok):
@@ -219,9 +223,11 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         # Each candidate's best row of this round, kept when strictly better than
         # its best so far (so earlier rounds win ties).
         best = idx[_best_of_each(owner, score[idx])]
-        for i in best[score[best] < best_score[cand[best]]].tolist():
-            c = int(cand[i])
-            best_score[c], rows[c] = score[i], (out, i)
+        better = best[score[best] < best_score[cand[best]]]
+        picked = cand[better]  # distinct: one row per candidate
+        best_score[picked] = score[better]
+        pick_round[picked] = len(results) - 1
+        pick_row[picked] = better
 
     record(first, np.arange(b))
     rng = rng_key = bounds = None  # created when round 1 needs seeds
@@ -246,44 +252,40 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         record(out, cand)
         rounds += 1
     _give_back(rng_key)
-    result = _assemble(problem, first, rows, best_score)
+    result = _assemble(results, pick_round, pick_row, best_score)
     return SearchResult(result=result, rounds=rounds, starts=starts, successes=successes,
                         elapsed_s=time.perf_counter() - start_time, timed_out=timed_out)
 
 
-def _assemble(problem: IKProblem, out0: IKBatchResult, rows, best_score) -> IKBatchResult:
-    """Per candidate its selected success (``rows``), else its round-0 solve."""
-    b = problem.num_candidates
-    sources = {}  # id(round result) -> (result, its candidates, their rows in it)
-    reasons = []
-    for c in range(b):
-        out, i = rows.get(c, (out0, c))
-        _, cands, idx = sources.setdefault(id(out), (out, [], []))
-        cands.append(c)
-        idx.append(i)
-        reasons.append(out.stop_reason[i])
-
-    if len(sources) == 1:  # the usual case (e.g. one target): one fancy index per field
-        ((out, _, idx),) = sources.values()
+def _assemble(results, pick_round: np.ndarray, pick_row: np.ndarray, best_score) -> IKBatchResult:
+    """Per candidate its selected success (round ``pick_round``, row ``pick_row`` of
+    ``results``), else (round -1) its round-0 solve."""
+    b = len(pick_round)
+    source = np.maximum(pick_round, 0)
+    rounds = np.unique(source).tolist()
+    if len(rounds) == 1:  # the usual case (e.g. one target): one fancy index per field
+        out = results[rounds[0]]
 
         def gather(field):
-            return getattr(out, field)[idx]
+            return getattr(out, field)[pick_row]
+        reasons = [out.stop_reason[i] for i in pick_row.tolist()]
     else:
         def gather(field):
-            like = getattr(out0, field)
+            like = getattr(results[0], field)
             values = np.empty((b,) + like.shape[1:], dtype=like.dtype)
-            for out, cands, idx in sources.values():
-                values[cands] = getattr(out, field)[idx]
+            for r in rounds:
+                mask = source == r
+                values[mask] = getattr(results[r], field)[pick_row[mask]]
             return values
-    success = np.zeros(b, dtype=np.int32)
-    success[list(rows)] = 1
+        reasons = [results[r].stop_reason[i] for r, i in zip(source.tolist(), pick_row.tolist())]
+    success = (pick_round >= 0).astype(np.int32)
     cost = np.where(success == 1, gather("cost"), np.inf)
-    best = int(np.argmin(best_score)) if rows else None
+    best = int(np.argmin(best_score)) if success.any() else None
     return IKBatchResult(
         joint_q=gather("joint_q"), success=success, cost=cost, best_index=best,
         position_error=gather("position_error"), direction_error=gather("direction_error"),
         up_error=gather("up_error"), iterations=gather("iterations"),
-        stop_reason=tuple(reasons), active_dof_ids=out0.active_dof_ids)
+        stop_reason=tuple(reasons), active_dof_ids=results[0].active_dof_ids)
 
 
 def robo_search_ik_direction_up(
