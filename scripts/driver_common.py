@@ -496,7 +496,11 @@ def finish(report: dict, json_path: Optional[Path], print_report) -> int:
 
 
 def print_outcome(report: dict) -> None:
-    """The last lines of a driver's printout: exit code, runtime and the first violations."""
+    """The last lines of a driver's printout: the node's health at the end (when the run got
+    that far), exit code, runtime and the first violations."""
+    if "node_alive" in report:
+        print(f"node alive at the end: {report['node_alive']}; [ERROR] log lines: "
+              f"{report['node_error_lines']}; tracebacks: {report['node_tracebacks']}")
     print(f"node exit code {report.get('node_exit_code')}; runtime {report['runtime_s']} s; "
           f"violations: {report['violations']}")
     for v in report["first_violations"][:20]:

@@ -749,8 +749,6 @@ def print_report(report: dict) -> None:
         print(f"node RSS: {rss['samples'][0][1]} KiB when ready, {rss['after_warmup']} KiB after warm-up, "
               f"{rss['end']} KiB at the end, growth "
               f"{rss['growth_mib']} MiB, peak (VmHWM) {rss['peak']} KiB")
-        print(f"node alive at the end: {report['node_alive']}; [ERROR] log lines: "
-              f"{report['node_error_lines']}; tracebacks: {report['node_tracebacks']}")
     print_outcome(report)
 
 

@@ -366,8 +366,6 @@ def print_report(r: dict) -> None:
               f"{c['lag_ms']['last_third_p50']} ms)")
         print(f"node RSS: {rss['start']} KiB before the clients, {rss['end']} KiB at the end, growth "
               f"{rss['growth_mib']} MiB, max during {rss['max_during']} KiB, peak (VmHWM) {rss['peak']} KiB")
-        print(f"node alive: {r['node_alive']}; [ERROR] log lines {r['node_error_lines']}, tracebacks "
-              f"{r['node_tracebacks']}")
     print_outcome(r)
 
 
