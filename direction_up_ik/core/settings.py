@@ -96,8 +96,3 @@ def solver_settings(**values) -> SolverSettings:
             _CACHE.clear()
         _CACHE[key] = hit
     return hit
-
-
-def settings_fields() -> tuple:
-    """Names of the :class:`SolverSettings` fields, in declaration order."""
-    return tuple(f.name for f in dataclasses.fields(SolverSettings))
