@@ -32,7 +32,7 @@ from .errors import InputTypeError, InputValidationError
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
-from .settings import solver_settings
+from .settings import as_float, is_real, solver_settings
 from .solver import solve_problem
 
 SELECTIONS = ("least_motion", "limit_center")
@@ -81,12 +81,10 @@ def _check_int(value, field: str, minimum: int) -> int:
 
 def _positive_seconds(value) -> bool:
     """True for a finite positive real number (bool excluded)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+    if not is_real(value):
         return False
-    try:
-        return math.isfinite(value) and value > 0
-    except OverflowError:  # an int beyond the float range
-        return False
+    seconds = as_float(value)
+    return math.isfinite(seconds) and seconds > 0.0
 
 
 def start_bounds(problem: IKProblem):

@@ -24,6 +24,19 @@ STEP_SCALES = tuple(0.5 ** k for k in range(8))  # 1, 1/2, ..., 1/128
 MIN_STEP_NORM = 1e-8
 
 
+def is_real(value) -> bool:
+    """True for a real number (Python or numpy), bool excluded."""
+    return not isinstance(value, bool) and isinstance(value, (numbers.Real, np.floating, np.integer))
+
+
+def as_float(value) -> float:
+    """``float(value)`` of a real number; +inf for an int beyond the float range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 @dataclass(frozen=True)
 class SolverSettings:
     """Parameters of :func:`robo_solve_ik_direction_up_multi_batch`.
@@ -60,13 +73,9 @@ class SolverSettings:
                     raise InputValidationError("max_iters", f"must be a positive integer, got {value}")
                 object.__setattr__(self, "max_iters", int(value))
                 continue
-            if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating,
-                                                                 np.integer)):
+            if not is_real(value):
                 raise InputTypeError(field.name, f"must be a finite positive number, got {value!r}")
-            try:
-                value = float(value)
-            except OverflowError:  # an int beyond the float range
-                value = math.inf
+            value = as_float(value)
             if not math.isfinite(value) or value <= 0.0:
                 raise InputValidationError(field.name,
                                            f"must be a finite positive number, got {value!r}")
