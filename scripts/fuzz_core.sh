@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz the pure core: run test/core/test_properties.py with the hypothesis profile "fuzz"
+# Fuzz the pure core: run test/core/test_properties.py and test_analytic_jacobian.py with
+# the hypothesis profile "fuzz"
 # (>= 10,000 examples over all property tests; the default "ci" profile runs far fewer),
 # then print how many examples each test ran and the wall time.
 #
@@ -16,7 +17,7 @@ LOG="$(mktemp "${TMPDIR:-/tmp}/fuzz_core.XXXXXX.log")"
 cd "$ROOT"
 
 start=$SECONDS
-HYPOTHESIS_PROFILE=fuzz "$VENV/bin/python" -m pytest test/core/test_properties.py -q \
+HYPOTHESIS_PROFILE=fuzz "$VENV/bin/python" -m pytest test/core/test_properties.py test/core/test_analytic_jacobian.py -q \
     -p no:cacheprovider --hypothesis-show-statistics "$@" 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
 elapsed=$((SECONDS - start))

@@ -150,11 +150,12 @@ _Targets = namedtuple("_Targets", (
 #: Settings and the active set: weights, damping, caps, tolerances (floats);
 #: ``eps``, ``cos_eps``, ``sin_eps``: FD perturbation; ``step_scales`` (8,);
 #: ``active`` (A,) int64; ``lower``/``upper`` (A,) bounds of the active joints;
-#: ``q_initial`` (D,) the state the cost is measured from.
+#: ``q_initial`` (D,) the state the cost is measured from; ``analytic``: the
+#: exact Jacobian (:func:`jacobian_analytic`) instead of forward differences.
 _Config = namedtuple("_Config", (
     "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
     "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
-    "active", "lower", "upper", "q_initial"))
+    "active", "lower", "upper", "q_initial", "analytic"))
 
 #: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
 #: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
@@ -665,6 +666,129 @@ def jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac):
             jac[i, j] = (r_p[j] - r[j]) / cfg.eps
 
 
+@jitable(inline="always")
+def axis_error_parts(current, target):
+    """(v, s, c, scale) of :func:`axis_error` away from opposite axes: v = target x current,
+    s = |v|, c = target . current, axis_error = scale * v (scale 1 where s < 1e-12)."""
+    v = cross3(target, current)
+    s = norm3(v)
+    c = dot3(target, current)
+    if s < 1e-12:  # rotations._PARALLEL_EPS
+        return v, s, c, 1.0
+    return v, s, c, np.arctan2(s, c) / s
+
+
+@jitable
+def axis_error_derivative(v, s, c, scale, target, d_current):
+    """Derivative of :func:`axis_error` along ``d_current`` from its :func:`axis_error_parts`.
+
+    Same formulas as :func:`direction_up_ik.core.rotations.axis_error_derivative`.
+    """
+    dv = cross3(target, d_current)
+    if s < 1e-12:
+        if c < 0.0:
+            return (0.0, 0.0, 0.0)
+        return dv
+    ds = dot3(v, dv) / s
+    dc = dot3(target, d_current)
+    d_angle = (c * ds - s * dc) / (s * s + c * c)
+    d_scale = (d_angle - scale * ds) / s
+    return (dv[0] * scale + v[0] * d_scale, dv[1] * scale + v[1] * d_scale, dv[2] * scale + v[2] * d_scale)
+
+
+@jitable
+def up_error_derivative(w, cur_dir, cur_up, t_dir, t_up, aligned_parts):
+    """Derivative of the Up error (spec 5.2) when the TCP turns with angular velocity ``w``.
+
+    ``aligned_parts``: :func:`axis_error_parts` of (aligned Up, ``t_up``). Same
+    formulas as :func:`direction_up_ik.core.rotations.align_vector_derivative`
+    followed by ``axis_error_derivative``.
+    """
+    d_dir = cross3(w, cur_dir)
+    d_up = cross3(w, cur_up)
+    a = (cur_dir[0] + t_dir[0], cur_dir[1] + t_dir[1], cur_dir[2] + t_dir[2])
+    one_plus_cos = 0.5 * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+    if one_plus_cos < 1e-12:  # opposite: a rotation by pi about a fixed axis n
+        n = orthogonal_unit(t_dir)
+        f = 2.0 * dot3(n, d_up)
+        d_aligned = (f * n[0] - d_up[0], f * n[1] - d_up[1], f * n[2] - d_up[2])
+    else:
+        k = cross3(cur_dir, t_dir)
+        dk = cross3(d_dir, t_dir)
+        kxv = cross3(k, cur_up)
+        d_kxv = cross3(dk, cur_up)
+        k_dup = cross3(k, d_up)
+        d_kxv = (d_kxv[0] + k_dup[0], d_kxv[1] + k_dup[1], d_kxv[2] + k_dup[2])
+        d_kkxv = cross3(dk, kxv)
+        k_dkxv = cross3(k, d_kxv)
+        d_kkxv = (d_kkxv[0] + k_dkxv[0], d_kkxv[1] + k_dkxv[1], d_kkxv[2] + k_dkxv[2])
+        kkxv = cross3(k, kxv)
+        f = dot3(a, d_dir) / (one_plus_cos * one_plus_cos)
+        d_aligned = (d_up[0] + d_kxv[0] + d_kkxv[0] / one_plus_cos - kkxv[0] * f,
+                     d_up[1] + d_kxv[1] + d_kkxv[1] / one_plus_cos - kkxv[1] * f,
+                     d_up[2] + d_kxv[2] + d_kkxv[2] / one_plus_cos - kkxv[2] * f)
+    v, s, c, scale = aligned_parts
+    return axis_error_derivative(v, s, c, scale, t_up, d_aligned)
+
+
+@jitable
+def jacobian_analytic(m, tg, w_pos, w_rot, active, b, node_rot, node_pos, tcp_rot, tcp_pos, jac):
+    """Exact Jacobian (transposed) of the residuals; same as ``_Solver.analytic_jacobian``.
+
+    A revolute joint turns the TCP with angular velocity z (its world axis) and moves
+    it by z x (TCP - origin); a prismatic one moves it along z. The Direction and
+    Up errors are linear in the angular velocity: per slot the derivatives for
+    w = e_x, e_y, e_z (``md*``, ``mu*``) are computed once, each joint's rows are
+    their combination with its axis.
+
+    Args:
+        node_rot, node_pos, tcp_rot, tcp_pos: the frames :func:`evaluate` left for
+            the current state; active: (A,) coordinates.
+        jac: (A, 9E) out.
+    Used when not ``m.full_fk`` (no mimic joint on a TCP chain).
+    """
+    zero = (0.0, 0.0, 0.0)
+    ex, ey, ez = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+    for e in range(tcp_rot.shape[0]):
+        base = 9 * e
+        cur_dir = mat_vec3(tcp_rot[e], vec3(tg.local_direction[e]))
+        cur_up = mat_vec3(tcp_rot[e], vec3(tg.local_up[e]))
+        t_dir = vec3(tg.direction[b, e])
+        md0 = md1 = md2 = mu0 = mu1 = mu2 = zero
+        if tg.has_direction[b, e]:
+            v, s, c, scale = axis_error_parts(cur_dir, t_dir)
+            md0 = axis_error_derivative(v, s, c, scale, t_dir, cross3(ex, cur_dir))
+            md1 = axis_error_derivative(v, s, c, scale, t_dir, cross3(ey, cur_dir))
+            md2 = axis_error_derivative(v, s, c, scale, t_dir, cross3(ez, cur_dir))
+        if tg.has_up[b, e]:
+            t_up = vec3(tg.up[b, e])
+            parts = axis_error_parts(align_vector(cur_up, cur_dir, t_dir), t_up)
+            mu0 = up_error_derivative(ex, cur_dir, cur_up, t_dir, t_up, parts)
+            mu1 = up_error_derivative(ey, cur_dir, cur_up, t_dir, t_up, parts)
+            mu2 = up_error_derivative(ez, cur_dir, cur_up, t_dir, t_up, parts)
+        p = tcp_pos[e]
+        for i in range(active.shape[0]):
+            d = active[i]
+            k = m.dof_node[d]
+            if k < 0 or not m.moves[d, e]:
+                for j in range(9):
+                    jac[i, base + j] = 0.0
+                continue
+            z = mat_vec3(node_rot[k], vec3(m.axis_local[k]))
+            if m.jtype[k] == _PRISMATIC:
+                for j in range(3):
+                    jac[i, base + j] = w_pos * z[j]
+                    jac[i, base + 3 + j] = 0.0
+                    jac[i, base + 6 + j] = 0.0
+                continue
+            o = node_pos[k]
+            lin = cross3(z, (p[0] - o[0], p[1] - o[1], p[2] - o[2]))
+            for j in range(3):
+                jac[i, base + j] = w_pos * lin[j]
+                jac[i, base + 3 + j] = w_rot * (z[0] * md0[j] + z[1] * md1[j] + z[2] * md2[j])
+                jac[i, base + 6 + j] = w_rot * (z[0] * mu0[j] + z[1] * mu1[j] + z[2] * mu2[j])
+
+
 # ==================================================================== step
 @jitable
 def lu_solve(a, x):
@@ -818,7 +942,10 @@ def iterate(b, it, m, tg, cfg, st, wk):
     jac = wk.jac[b]
     node_rot, node_pos, local, tcp_rot, tcp_pos = (wk.node_rot[b], wk.node_pos[b], wk.local[b],
                                                    wk.tcp_rot[b], wk.tcp_pos[b])
-    if m.full_fk:
+    if cfg.analytic:
+        jacobian_analytic(m, tg, cfg.w_pos, cfg.w_rot, cfg.active, b, node_rot, node_pos, tcp_rot, tcp_pos,
+                          jac)
+    elif m.full_fk:
         jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac)
     else:
         jacobian_shortcut(m, tg, cfg.w_pos, cfg.w_rot, cfg.eps, cfg.cos_eps, cfg.sin_eps, cfg.active, b, r,
@@ -1029,8 +1156,8 @@ def supports(problem: IKProblem) -> bool:
     if verdict is None:
         verdict = _supported[cls] = CLOCK is not None and issubclass(cls, RobotKinematics) and all(
             getattr(cls, name) is getattr(RobotKinematics, name)
-            for name in ("tcp_poses", "joint_perturbed_tcp_poses", "_node_frames", "_tcp_from_nodes",
-                         "kernel_arrays"))
+            for name in ("tcp_poses", "joint_perturbed_tcp_poses", "tcp_joint_motions", "_node_frames",
+                         "_tcp_from_nodes", "kernel_arrays"))
     return verdict
 
 
@@ -1091,7 +1218,8 @@ def _config(problem: IKProblem) -> _Config:
         position_tol=s.position_tol, frame_tol=s.frame_tol_rad, max_iters=s.max_iters,
         active=active.astype(np.int64, order="C"), lower=problem.lower[active].astype(np.float64, order="C"),
         upper=problem.upper[active].astype(np.float64, order="C"),
-        q_initial=problem.q_initial.astype(np.float64, order="C"), **_CONSTANTS)
+        q_initial=problem.q_initial.astype(np.float64, order="C"),
+        analytic=s.jacobian == "analytic" and not problem.robot.mimic_on_tcp_chain, **_CONSTANTS)
 
 
 def _targets(problem: IKProblem) -> _Targets:

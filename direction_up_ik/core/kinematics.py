@@ -527,6 +527,54 @@ class RobotKinematics:
                                   + w3 * np.sum(w3 * rel, axis=-1, keepdims=True) * (1 - c))
         return rot, pos, rot_p, pos_p
 
+    def tcp_joint_motions(self, q, dof_ids: Sequence[int], root_world_xform=None):
+        """TCP poses at ``q`` and how each TCP moves per unit rate of each coordinate.
+
+        A revolute coordinate turns everything downstream of its joint about the
+        joint's world axis through its origin: angular velocity = the axis, linear
+        velocity of a TCP = axis x (TCP - origin). A prismatic one translates it
+        along the axis. Coordinates that do not move a TCP give zeros. These are the
+        derivatives of the exact rigid motions :meth:`joint_perturbed_tcp_poses` uses.
+
+        Args:
+            q: (N, D) joint coordinates; dof_ids: (A,) coordinates.
+        Returns:
+            rot (N, E, 3, 3), pos (N, E, 3): poses at ``q`` (world, metres);
+            angular (N, A, E, 3) rad per unit, linear (N, A, E, 3) m per unit.
+        Raises:
+            RobotModelError: a mimic joint sits on a TCP chain (see
+                :attr:`mimic_on_tcp_chain`); use finite differences there.
+        """
+        if self._mimic_on_tcp_chain:
+            raise _model_error("mimic_joints", "tcp_joint_motions does not cover a mimic joint on a "
+                                               "TCP chain; use joint_perturbed_tcp_poses")
+        flat, _ = self._as_batch(q)
+        dof_ids = np.asarray(dof_ids, dtype=np.int64)
+        n, a, e_count = len(flat), len(dof_ids), self.num_end_effectors
+        root = self.root_world_xform if root_world_xform is None else root_world_xform
+        node_rot, node_pos = self._node_frames(flat, self._ee_chain_nodes, root)
+        rot, pos = self._tcp_from_nodes(node_rot, node_pos, root, n)
+        angular = np.zeros((n, a, e_count, 3))
+        linear = np.zeros((n, a, e_count, 3))
+        for i, d in enumerate(dof_ids):
+            k = self._dof_node[d]
+            moved = np.flatnonzero(self.dof_moves_tcp[d])
+            if k < 0 or len(moved) == 0:
+                continue
+            axis = node_rot[k] @ self._node_axis_local[k]  # (N, 3) world axis, as above
+            if self._node_type[k] == _PRISMATIC:
+                linear[:, i, moved] = axis[:, None, :]
+                continue
+            angular[:, i, moved] = axis[:, None, :]
+            linear[:, i, moved] = np.cross(axis[:, None, :], pos[:, moved] - node_pos[k][:, None, :])
+        return rot, pos, angular, linear
+
+    @property
+    def mimic_on_tcp_chain(self) -> bool:
+        """True when a mimic (scaled / offset) joint sits on a TCP chain: perturbed
+        poses then need full FK and :meth:`tcp_joint_motions` does not apply."""
+        return self._mimic_on_tcp_chain
+
     def tcp_transforms(self, q, root_world_xform=None) -> np.ndarray:
         """Batched TCP world transforms (..., E, 4, 4) for joint states (..., D)."""
         rot, pos = self.tcp_poses(q, root_world_xform)

@@ -117,6 +117,69 @@ def align_vector(v: np.ndarray, current: np.ndarray, target: np.ndarray) -> np.n
     return out
 
 
+def axis_error_derivative(current: np.ndarray, target: np.ndarray, d_current: np.ndarray) -> np.ndarray:
+    """Derivative of :func:`axis_error` (``target`` fixed) along ``d_current``.
+
+    With v = target x current, s = |v|, c = target . current, angle = atan2(s, c):
+    axis_error = (angle / s) v, so its derivative is (angle / s) dv + d(angle / s) v,
+    dv = target x d_current. Where the axes are parallel (s < 1e-12) axis_error is
+    v itself (derivative dv); where they are opposite it is a constant (derivative 0).
+
+    Args:
+        current, target: (..., 3) unit vectors; d_current: (..., 3) the change of
+            ``current`` (all broadcast together).
+    Returns:
+        (..., 3) radians per unit of the change.
+    """
+    v = np.cross(target, current)
+    s = np.linalg.norm(v, axis=-1)
+    c = np.sum(target * current, axis=-1)
+    small = s < _PARALLEL_EPS
+    safe = np.where(small, 1.0, s)
+    scale = np.where(small, 1.0, np.arctan2(s, c) / safe)
+    dv = np.cross(target, d_current)
+    ds = np.sum(v * dv, axis=-1) / safe
+    dc = np.sum(target * d_current, axis=-1)
+    d_angle = (c * ds - s * dc) / (s * s + c * c)
+    d_scale = np.where(small, 0.0, (d_angle - scale * ds) / safe)
+    out = dv * scale[..., None] + v * d_scale[..., None]
+    return np.where((small & (c < 0.0))[..., None], 0.0, out)
+
+
+def align_vector_derivative(v: np.ndarray, current: np.ndarray, target: np.ndarray,
+                            dv: np.ndarray, d_current: np.ndarray) -> np.ndarray:
+    """Derivative of :func:`align_vector` (``target`` fixed) along ``dv``, ``d_current``.
+
+    Differentiates the Rodrigues form v + k x v + k x (k x v) / (1 + cos), k =
+    current x target, 1 + cos = |current + target|^2 / 2; for opposite axes the
+    rotation by pi about a fixed axis n gives 2 (n . dv) n - dv.
+
+    Args:
+        v, current, target, dv, d_current: (..., 3), broadcast together.
+    Returns:
+        (..., 3) the change of the aligned vector.
+    """
+    k = np.cross(current, target)
+    a = current + target
+    one_plus_cos = 0.5 * np.sum(a * a, axis=-1)
+    opposite = one_plus_cos < _PARALLEL_EPS
+    safe = np.where(opposite, 1.0, one_plus_cos)[..., None]
+    dk = np.cross(d_current, target)
+    kxv = np.cross(k, v)
+    d_kxv = np.cross(dk, v) + np.cross(k, dv)
+    d_kkxv = np.cross(dk, kxv) + np.cross(k, d_kxv)
+    d_one_plus_cos = np.sum(a * d_current, axis=-1)[..., None]
+    out = dv + d_kxv + d_kkxv / safe - np.cross(k, kxv) * (d_one_plus_cos / (safe * safe))
+    if np.any(opposite):
+        shape = np.broadcast_shapes(v.shape, current.shape, target.shape, dv.shape, d_current.shape)
+        out = np.array(np.broadcast_to(out, shape))
+        opposite = np.broadcast_to(opposite, shape[:-1])
+        n = orthogonal_unit(np.broadcast_to(target, shape)[opposite])
+        dvo = np.broadcast_to(dv, shape)[opposite]
+        out[opposite] = 2.0 * np.sum(n * dvo, axis=-1, keepdims=True) * n - dvo
+    return out
+
+
 def normalize(v: np.ndarray) -> np.ndarray:
     """Unit vectors of (..., 3) non-zero vectors."""
     return v / np.linalg.norm(v, axis=-1, keepdims=True)

@@ -8,7 +8,8 @@ candidates.
 Per iteration, for each live candidate (spec 5.3, 5.4):
 
 1. r(q): 9 weighted residual components per EE (position, Direction, aligned Up).
-2. J by forward differences, eps = 1e-4 per active joint.
+2. J by forward differences, eps = 1e-4 per active joint (or, with the setting
+   ``jacobian="analytic"``, beyond the spec, the exact derivative of r).
 3. Solve (J^T J + damping I) dq = -J^T r inside the joint limits: joints whose
    step would leave [lower, upper] are fixed at the bound and the rest re-solved.
 4. Scale dq so that |dq| <= max_step_norm.
@@ -34,7 +35,7 @@ from .errors import InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
-from .rotations import align_vector, axis_error
+from .rotations import align_vector, align_vector_derivative, axis_error, axis_error_derivative
 from .settings import FD_EPSILON, MIN_STEP_NORM, STEP_SCALES, solver_settings
 
 
@@ -43,7 +44,8 @@ def robo_solve_ik_direction_up_multi_batch(
         max_position_error: float, root_world_xform=None, max_iters: int = 32,
         position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
         rotation_weight: float = 1.0, damping: float = 1e-3,
-        max_step_norm: float = 0.25, backend: str = "auto") -> IKBatchResult:
+        max_step_norm: float = 0.25, jacobian: str = "finite_difference",
+        backend: str = "auto") -> IKBatchResult:
     """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
 
     Args:
@@ -57,7 +59,8 @@ def robo_solve_ik_direction_up_multi_batch(
         max_position_error: metres, position guard of spec 5.4 (required).
         root_world_xform: (4, 4) root -> world; default ``robot.root_world_xform``.
         max_iters, position_tol (m), frame_tol_rad (rad), position_weight,
-        rotation_weight, damping, max_step_norm (rad/m): see
+        rotation_weight, damping, max_step_norm (rad/m), jacobian
+            ("finite_difference", the spec's, or "analytic"): see
             :class:`~direction_up_ik.core.settings.SolverSettings`.
         backend: "numpy", "numba" or "auto"; see :func:`solve_problem`.
     Returns:
@@ -70,7 +73,7 @@ def robo_solve_ik_direction_up_multi_batch(
     settings = solver_settings(
         max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
         frame_tol_rad=frame_tol_rad, position_weight=position_weight,
-        rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm)
+        rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
     return solve_problem(problem, backend=backend)
 
@@ -185,6 +188,7 @@ class _Solver:
         # Per-slot weights for the 9 residual components of each EE.
         self.w_pos = self.s.position_weight
         self.w_rot = self.s.rotation_weight
+        self.analytic = self.s.jacobian == "analytic" and not problem.robot.mimic_on_tcp_chain
 
     # -------------------------------------------------------------- residuals
     def evaluate(self, q: np.ndarray, cand: np.ndarray):
@@ -203,13 +207,45 @@ class _Solver:
         """Forward-difference Jacobians (spec 5.3), transposed: (n, A, 9E).
 
         Residuals at every ``q + FD_EPSILON * e_j`` come from one batched call
-        (:meth:`RobotKinematics.joint_perturbed_tcp_poses`).
+        (:meth:`RobotKinematics.joint_perturbed_tcp_poses`). With the analytic
+        setting: :meth:`analytic_jacobian`.
         """
+        if self.analytic:
+            return self.analytic_jacobian(q, cand)
         p = self.p
         _, _, rot_p, pos_p = p.robot.joint_perturbed_tcp_poses(q, self.active, FD_EPSILON,
                                                                 p.root_world_xform)
         r_p = self.residuals(rot_p[:, :, p.ee_ids], pos_p[:, :, p.ee_ids], cand)[0]
         return (r_p - r[:, None, :]) / FD_EPSILON
+
+    def analytic_jacobian(self, q: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """Exact Jacobians of the residuals, transposed: (n, A, 9E) (settings.jacobian = "analytic").
+
+        A joint's rate moves each TCP with angular velocity w and linear velocity v
+        (:meth:`RobotKinematics.tcp_joint_motions`). The position rows are w_p v.
+        The Direction and Up errors depend on the TCP rotation only, through
+        current Direction d and Up u (dd = w x d, du = w x u), and linearly in w:
+        per EE a 3x3 matrix M (column b: the derivative for w = e_b) gives the rows
+        w_r M w. ``fast.jacobian_analytic`` computes the same.
+        """
+        p = self.p
+        rot, pos, angular, linear = p.robot.tcp_joint_motions(q, self.active, p.root_world_xform)
+        rot, angular, linear = rot[:, p.ee_ids], angular[:, :, p.ee_ids], linear[:, :, p.ee_ids]
+        cur_dir = np.einsum("neij,ej->nei", rot, p.local_direction)[:, :, None]  # (n, E, 1, 3)
+        cur_up = np.einsum("neij,ej->nei", rot, p.local_up)[:, :, None]
+        t_dir = p.target_direction[cand][:, :, None]
+        t_up = p.target_up[cand][:, :, None]
+        basis = np.eye(3)  # w = e_b, b = 0, 1, 2 along axis 2
+        d_dir, d_up = np.cross(basis, cur_dir), np.cross(basis, cur_up)  # (n, E, 3, 3)
+        m_dir = axis_error_derivative(cur_dir, t_dir, d_dir)
+        aligned = align_vector(cur_up, cur_dir, t_dir)
+        m_up = axis_error_derivative(aligned, t_up, align_vector_derivative(cur_up, cur_dir, t_dir, d_up, d_dir))
+        m_dir = np.where(p.has_direction[cand][:, :, None, None], m_dir, 0.0)
+        m_up = np.where(p.has_up[cand][:, :, None, None], m_up, 0.0)
+        j_dir = np.einsum("naeb,nebj->naej", angular, m_dir)
+        j_up = np.einsum("naeb,nebj->naej", angular, m_up)
+        jac = np.concatenate([self.w_pos * linear, self.w_rot * j_dir, self.w_rot * j_up], axis=-1)
+        return jac.reshape(len(q), len(self.active), 9 * self.e)
 
     def residuals(self, rot: np.ndarray, pos: np.ndarray, cand: np.ndarray):
         """Spec 5.2 errors of TCP poses ``rot`` (n, m, E, 3, 3), ``pos`` (n, m, E, 3).

@@ -18,15 +18,27 @@ from __future__ import annotations
 
 import fractions
 import math
+import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 import numpy as np
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
 from direction_up_ik import DirectionUpTarget, RobotKinematics
+
+# Profiles of the property tests (environment variable HYPOTHESIS_PROFILE): "ci" (the
+# default, derandomised) and "fuzz" (scripts/fuzz_core.sh).
+settings.register_profile(
+    "ci", max_examples=100, deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(  # 8 x 1500 + 3 x 1500 (test_properties) + 1500 (test_analytic_jacobian)
+    "fuzz", max_examples=1500, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 MOVABLE_TYPES = ("revolute", "continuous", "prismatic")
 JOINT_TYPES = MOVABLE_TYPES + ("fixed",)

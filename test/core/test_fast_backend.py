@@ -11,7 +11,8 @@ bounds, roots and start states; tight and loose parameters) the test requires:
   flipping a comparison that sits on a tie; mismatches are printed);
 * where those agree: ``joint_q`` within 1e-5, errors allclose, cost and
   best_index consistent;
-* every success re-checked with the numpy FK, every joint within its bounds.
+* every success re-checked with the numpy FK, every joint within its bounds;
+* all of this with the spec's forward-difference Jacobian and with the analytic one.
 
 Skipped only when numba cannot be imported (it is in requirements/core.txt).
 """
@@ -32,7 +33,7 @@ from direction_up_ik.core import fast  # noqa: E402
 from direction_up_ik.core import result as res  # noqa: E402
 from direction_up_ik.core.problem import build_problem  # noqa: E402
 from direction_up_ik.core.rotations import align_vector  # noqa: E402
-from direction_up_ik.core.settings import SolverSettings  # noqa: E402
+from direction_up_ik.core.settings import JACOBIANS, SolverSettings  # noqa: E402
 from direction_up_ik.core.solver import solve_problem  # noqa: E402
 from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 
@@ -138,7 +139,7 @@ def make_target(rng, e: int, tcp: np.ndarray, local_axes: str, mode: str, reacha
     return DirectionUpTarget(e, pos, d, u, **local)
 
 
-def scenarios(robot: RobotKinematics, rng, per_config: int):
+def scenarios(robot: RobotKinematics, rng, per_config: int, jacobian: str = "finite_difference"):
     """Yield (kwargs of build_problem, q_start or None) over parameter / axes / active combinations."""
     d = robot.num_dofs
     configs = [(p, a) for p in range(len(PARAMS)) for a in LOCAL_AXES]
@@ -179,7 +180,7 @@ def scenarios(robot: RobotKinematics, rng, per_config: int):
             hi = np.where(np.isfinite(hi), hi, np.pi)
             q_start = np.broadcast_to(robot.joint_q.astype(float), (per_config, d)).copy()
             q_start[:, act] = rng.uniform(lo[act], hi[act], size=(per_config, len(act)))
-        settings = SolverSettings(**PARAMS[p])
+        settings = SolverSettings(**PARAMS[p], jacobian=jacobian)
         yield dict(robot=robot, candidates=candidates, active_dof_ids=active, device="cpu",
                    root_world_xform=root, settings=settings, joint_bounds=bounds), q_start
 
@@ -246,13 +247,14 @@ def compiled():
     fast.warm_up()
 
 
+@pytest.mark.parametrize("jacobian", JACOBIANS)
 @pytest.mark.parametrize("name", ROBOTS)
-def test_numba_matches_numpy(name):
+def test_numba_matches_numpy(name, jacobian):
     robot = make_robot(name)
     rng = np.random.default_rng(sum(map(ord, name)))
     mismatches: List[str] = []
     compared, successes = 0, 0
-    for kwargs, q_start in scenarios(robot, rng, per_config=24):
+    for kwargs, q_start in scenarios(robot, rng, per_config=24, jacobian=jacobian):
         problem = build_problem(**kwargs)
         ref = solve_problem(problem, q_start, backend="numpy")
         out = solve_problem(problem, q_start, backend="numba")

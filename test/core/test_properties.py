@@ -10,12 +10,11 @@ in code by :mod:`strategies`. Profiles (environment variable ``HYPOTHESIS_PROFIL
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from scipy.spatial.transform import Rotation
 
 from direction_up_ik import (DirectionUpTarget, RobotKinematics, robo_search_ik_direction_up,
@@ -23,17 +22,10 @@ from direction_up_ik import (DirectionUpTarget, RobotKinematics, robo_search_ik_
 from direction_up_ik.core.errors import InputValidationError
 from direction_up_ik.core.search import SEARCH_MAX_STEP_NORM
 
-from strategies import junk_requests, perpendicular_pair, scenarios
+from strategies import PROFILE, junk_requests, perpendicular_pair, scenarios
 
 pin = pytest.importorskip("pinocchio", reason="the independent FK reference (requirements/dev.txt)")
 
-settings.register_profile(
-    "ci", max_examples=100, deadline=None, derandomize=True, database=None,
-    suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile(  # 8 x 1500 + 3 x 1500 = 16,500 examples
-    "fuzz", max_examples=1500, deadline=None, print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow])
-PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: The junk-input test mostly stops at the first validation error: cheap, so run more.
 JUNK_PROFILE = settings(PROFILE, max_examples=3 * PROFILE.max_examples)
 
