@@ -16,6 +16,7 @@ Per planning group, MoveIt's keys::
         rotation_weight: 1.0
         damping: 0.001
         max_step_norm: 1.0         # rad / m; default 1.0 with num_seeds > 0 (search), else 0.25 (spec)
+        jacobian: analytic         # default analytic with num_seeds > 0 (search), else finite_difference (spec)
         max_iters: 32
         num_seeds: 7               # random starts per round of seeds; 0 = the spec's single solve
         selection: least_motion    # or limit_center
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SEARCH_MAX_STEP_NORM, SELECTIONS
+from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SELECTIONS
 from ..core.settings import SolverSettings
 
 LOG = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ MOVEIT_KEYS = ("kinematics_solver", "kinematics_solver_search_resolution", "kine
                "kinematics_solver_attempts", "kinematics_solver_service_name")
 OWN_KEY = "direction_up_ik"
 _SETTINGS_KEYS = ("position_tol", "frame_tol_rad", "max_position_error", "position_weight",
-                  "rotation_weight", "damping", "max_step_norm", "max_iters")
+                  "rotation_weight", "damping", "max_step_norm", "max_iters", "jacobian")
 _OWN_KEYS = _SETTINGS_KEYS + ("num_seeds", "selection", "random_seed", "mode", "local_axes", "base_frame",
                               "tip_frames")
 DEFAULT_TIMEOUT = 0.005
@@ -68,7 +69,8 @@ class GroupKinematicsConfig:
     service_name: str = "solve_ik"
     settings: SolverSettings = field(
         default_factory=lambda: SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR,
-                                               max_step_norm=SEARCH_MAX_STEP_NORM))
+                                               max_step_norm=SEARCH_MAX_STEP_NORM,
+                                               jacobian=SEARCH_JACOBIAN))
     num_seeds: int = 7
     selection: str = "least_motion"
     random_seed: Optional[int] = 0
@@ -131,6 +133,7 @@ def group_config(group: str, entry: Mapping[str, Any]) -> GroupKinematicsConfig:
     settings.setdefault("max_position_error", DEFAULT_MAX_POSITION_ERROR)
     if kwargs.get("num_seeds", GroupKinematicsConfig.num_seeds) > 0:
         settings.setdefault("max_step_norm", SEARCH_MAX_STEP_NORM)
+        settings.setdefault("jacobian", SEARCH_JACOBIAN)
     try:
         kwargs["settings"] = SolverSettings(**settings)
     except InputValidationError as exc:

@@ -30,7 +30,8 @@ from typing import Any, Mapping, Optional, Tuple
 import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SEARCH_MAX_STEP_NORM, SELECTIONS
+from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SELECTIONS
+from ..core.settings import JACOBIANS
 from ..core.settings import SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
@@ -119,6 +120,9 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "local solves, rad / m (solver.max_step_norm applies to the spec's single start; "
                   "a request's overrides.max_step_norm wins over both)", min_value=0.0,
                   max_value=1000.0),
+    ParameterSpec("search.jacobian", "string", SEARCH_JACOBIAN, "Jacobian of the search's local solves: "
+                  "analytic (exact, faster) or finite_difference (the spec's, which the single start "
+                  "always uses)"),
     ParameterSpec("search.time_budget", "double", 0.0, "seconds per request for the search; 0 = none "
                   "(then search.max_rounds rounds)", min_value=0.0, max_value=3600.0),
     ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds after the solve from the current "
@@ -215,7 +219,7 @@ class NodeConfig:
     markers_rate_hz: float
     max_seeds: int
     search_num_seeds: int
-    search_solver: SolverSettings  # solver.* with search.max_step_norm: the search's local solves
+    search_solver: SolverSettings  # solver.* with search.max_step_norm/jacobian: the search's local solves
     search_time_budget: float
     search_max_rounds: int
     search_selection: str
@@ -367,6 +371,9 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     if not math.isfinite(search_step) or search_step <= 0.0:
         raise ConfigError("search.max_step_norm", f"must be a finite positive number, got {search_step}")
     _check_range("search.max_step_norm", search_step)
+    search_jacobian = get("search.jacobian")
+    if search_jacobian not in JACOBIANS:
+        raise ConfigError("search.jacobian", f"must be one of {list(JACOBIANS)}, got {search_jacobian!r}")
     selection = get("search.selection")
     if selection not in SELECTIONS:
         raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
@@ -382,7 +389,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")),
         markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate,
         max_seeds=ints["limits.max_seeds"], search_num_seeds=ints["search.num_seeds"],
-        search_solver=solver.replace(max_step_norm=search_step),
+        search_solver=solver.replace(max_step_norm=search_step, jacobian=search_jacobian),
         search_time_budget=budget, search_max_rounds=ints["search.max_rounds"], search_selection=selection,
         search_random_seed=ints["search.random_seed"], moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
         moveit_service_name=get("moveit.service_name"))

@@ -143,6 +143,8 @@ def test_kinematics_yaml_examples_load_for_every_bundled_robot():
     ("arm: {direction_up_ik: {max_iters: 2.5}}", "arm.direction_up_ik.max_iters: must be a positive integer"),
     ("arm: {direction_up_ik: {num_seeds: -2}}", "arm.direction_up_ik.num_seeds: must be an integer >= 0"),
     ("arm: {direction_up_ik: {selection: nearest}}", "arm.direction_up_ik.selection: must be one of"),
+    ("arm: {direction_up_ik: {jacobian: exact}}", "arm.direction_up_ik.jacobian: must be one of"),
+    ("arm: {direction_up_ik: {jacobian: 1}}", "arm.direction_up_ik.jacobian: must be one of"),
     ("arm: {direction_up_ik: {mode: position}}", "arm.direction_up_ik.mode: must be one of"),
     ("arm: {direction_up_ik: {bogus: 1}}", r"arm.direction_up_ik: unknown keys \['bogus'\]"),
     ("arm: [1, 2]", "arm: expected a mapping"),
@@ -230,11 +232,15 @@ def test_bridge_error_codes(change, code):
     assert answer.error_code == code and answer.message
 
 
-def test_kinematics_yaml_step_cap_default_follows_the_search():
-    """Groups that search default to the search's step cap; num_seeds 0 keeps the spec's 0.25."""
+def test_kinematics_yaml_step_cap_and_jacobian_defaults_follow_the_search():
+    """Groups that search default to the search's step cap and Jacobian; num_seeds 0 keeps
+    the spec's 0.25 and finite differences; explicit keys win."""
     groups = load_kinematics_yaml("searching: {}\n"
                                   "spec: {direction_up_ik: {num_seeds: 0}}\n"
-                                  "explicit: {direction_up_ik: {max_step_norm: 0.5}}\n")
+                                  "explicit: {direction_up_ik: {max_step_norm: 0.5, jacobian: finite_difference}}\n")
     assert groups["searching"].num_seeds > 0 and groups["searching"].settings.max_step_norm == 1.0
+    assert groups["searching"].settings.jacobian == "analytic"
     assert groups["spec"].settings.max_step_norm == 0.25
+    assert groups["spec"].settings.jacobian == "finite_difference"
     assert groups["explicit"].settings.max_step_norm == 0.5
+    assert groups["explicit"].settings.jacobian == "finite_difference"

@@ -20,13 +20,14 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
 
+from direction_up_ik import robo_solve_ik_direction_up_multi_batch  # noqa: E402
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
 from direction_up_ik.ros.node import DirectionUpIKNode  # noqa: E402
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
-from helpers import mid_range  # noqa: E402
+from helpers import mid_range, targets_at  # noqa: E402
 from node_harness import (assert_exit_1_with_one_line, run_bad_configs,  # noqa: E402
                           CONFIG_DIR, REPO, Harness, NodeProcess, assert_reaches,  # noqa: E402
                           candidate_at, private_domain_id, request, subprocess_env, target_msg,
@@ -456,6 +457,8 @@ def test_search_uses_its_own_step_cap(ros):
         assert response.error_code == Response.SUCCESS, response.message
         return response.results[0]
 
+    # The spec's Jacobian for the search too, so that only the step caps differ here.
+    assert node.set_param("search.jacobian", "finite_difference").successful
     spec = solve()  # no search: solver.max_step_norm (0.25)
     searched = solve(num_seeds=4)  # round 0 succeeds, with search.max_step_norm (1.0)
     assert searched.iterations < spec.iterations
@@ -466,6 +469,44 @@ def test_search_uses_its_own_step_cap(ros):
     for bad in (0.0, -1.0, math.inf, 1e6):
         assert not node.set_param("search.max_step_norm", bad).successful
     assert solve(num_seeds=4).joint_positions == spec.joint_positions  # the old value stayed
+
+
+def test_search_jacobian_parameter(ros):
+    """search.jacobian (default analytic) selects the search's Jacobian; the spec's single
+    start keeps finite differences; a bad value is refused and the old one stays."""
+    node = ros.start_node("panda_like")
+    model = node.model = load_robot("panda_like")
+    node.start = mid_range(model)
+    node.publish_full_state(node.start)
+    goal = np.clip(node.start + np.linspace(-0.6, 0.6, model.num_dofs), model.lower_limits, model.upper_limits)
+
+    def solve(**overrides):
+        req = request(candidate_at(model, goal, node.ee_names))
+        for key, value in overrides.items():
+            setattr(req.overrides, key, value)
+        response = node.solve(req)
+        assert response.error_code == Response.SUCCESS, response.message
+        assert response.results[0].success
+        return np.array(response.results[0].joint_positions)
+
+    def local(jacobian, max_step_norm):
+        """The core's solve of the same target from the same state."""
+        model.joint_q[:] = node.start
+        return robo_solve_ik_direction_up_multi_batch(model, (targets_at(model, goal),), max_position_error=0.03,
+                                                      max_step_norm=max_step_norm, jacobian=jacobian).joint_q[0]
+
+    assert node.get_params("search.jacobian") == ["analytic"]
+    analytic, fd = local("analytic", 1.0), local("finite_difference", 1.0)
+    assert not np.allclose(analytic, fd, rtol=0, atol=1e-6)  # the two Jacobians take different paths
+    # round 0 of the search (from the current state) solves it
+    np.testing.assert_allclose(solve(num_seeds=4), analytic, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(solve(), local("finite_difference", 0.25), rtol=0, atol=1e-6)
+    assert node.set_param("search.jacobian", "finite_difference").successful
+    np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)
+    for bad in ("exact", "", "Analytic"):
+        assert not node.set_param("search.jacobian", bad).successful
+    assert node.get_params("search.jacobian") == ["finite_difference"]
+    np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)
 
 
 def test_moveit_bridge_configuration(ros, ros_context):
