@@ -2,7 +2,8 @@
 """Profile the compiled (numba) solver kernel with ``perf``, function by function.
 
     .venv/bin/python scripts/profile_kernel.py [--robot panda_like] [--start random] \
-        [--mode batch|single] [--targets 1000] [--seconds 10] [--output kernel.perf.data]
+        [--mode batch|single] [--targets 1000] [--seconds 10] [--jacobian analytic|finite_difference] \
+        [--output kernel.perf.data]
     perf report -i kernel.perf.data --no-children --sort symbol
 
 ``perf`` (Debian package ``linux-perf``) sees numba's machine code as anonymous ``[JIT]``
@@ -16,7 +17,8 @@ from numba's disk cache has no addresses to name, hence the fresh compile.)
 Workloads, on the benchmark's reproducible targets (``direction_up_ik.bench_peers``): ``batch``
 solves all targets from the start state and then two racing random seeds for each target it
 missed, both as serial calls (one thread: one profile); ``single`` solves the targets one per
-call, with the search's step cap. It found, for example, that numba's atomic reference
+call, with the search's step cap; both with the search's Jacobian unless ``--jacobian`` says
+otherwise. It found, for example, that numba's atomic reference
 counting took about 30 % of a batch (fixed by ``fast.borrowed``).
 
 This reads numba internals (the compiled library's execution engine); it is a developer's
@@ -44,7 +46,8 @@ import numpy as np  # noqa: E402
 from direction_up_ik.bench_peers import Problem  # noqa: E402
 from direction_up_ik.core import fast  # noqa: E402
 from direction_up_ik.core.problem import build_problem  # noqa: E402
-from direction_up_ik.core.search import SEARCH_MAX_STEP_NORM, random_starts  # noqa: E402
+from direction_up_ik.core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, random_starts  # noqa: E402
+from direction_up_ik.core.settings import JACOBIANS  # noqa: E402
 from direction_up_ik.core.settings import solver_settings  # noqa: E402
 
 
@@ -74,12 +77,14 @@ def main(argv=None) -> int:
     parser.add_argument("--mode", choices=("batch", "single"), default="batch")
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the profiled part")
+    parser.add_argument("--jacobian", choices=JACOBIANS, default=SEARCH_JACOBIAN,
+                        help="of the local solves (default: the search's)")
     parser.add_argument("--output", default="kernel.perf.data", help="perf's data file")
     args = parser.parse_args(argv)
 
     problem = Problem(args.robot, args.targets, 2026)
     problem.robot.joint_q[:] = problem.starts[args.start]
-    settings = solver_settings(max_position_error=0.03, max_step_norm=SEARCH_MAX_STEP_NORM)
+    settings = solver_settings(max_position_error=0.03, max_step_norm=SEARCH_MAX_STEP_NORM, jacobian=args.jacobian)
     t0 = time.perf_counter()
     if args.mode == "batch":
         built = build_problem(problem.robot, problem.candidates, settings=settings)
