@@ -1208,7 +1208,17 @@ _CONSTANTS = dict(eps=float(FD_EPSILON), cos_eps=float(np.cos(FD_EPSILON)),
                   step_scales=np.array(STEP_SCALES, dtype=np.float64))
 
 
-def _config(problem: IKProblem) -> _Config:
+def _config(problem: IKProblem) -> tuple:
+    """``tuple(_Config)`` of the problem, built once: kept in the problem's ``__dict__``
+    (a frozen dataclass allows that), which :meth:`IKProblem.select` copies, so the
+    search's rounds of seeds reuse it. The kernel only reads these arrays."""
+    cached = problem.__dict__.get("_kernel_config")
+    if cached is None:
+        cached = problem.__dict__["_kernel_config"] = tuple(_build_config(problem))
+    return cached
+
+
+def _build_config(problem: IKProblem) -> _Config:
     # SolverSettings holds validated Python floats and ints already.
     s = problem.settings
     active = problem.active
@@ -1251,7 +1261,7 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     e = problem.num_targets
     q = np.empty((b, d))
     q[:] = problem.q_initial if q_start is None else np.reshape(q_start, (b, d))
-    m, tg, cfg = _model(problem), _targets(problem), _config(problem)
+    m, tg, cfg = _model(problem), _targets(problem), _config(problem)  # cfg: a plain tuple
     empty, i4, i8 = np.empty, np.int32, np.int64
     if race is None:
         group = quota = np.zeros(b, dtype=i8)  # one array: the kernel only reads both
@@ -1266,7 +1276,7 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     else:
         chunks = min(_threads(), b) if parallel else 1
     if chunks == 1:
-        failed = run_serial(tuple(m), tuple(tg), tuple(cfg), tuple(st), has_deadline, deadline_ns)
+        failed = run_serial(tuple(m), tuple(tg), cfg, tuple(st), has_deadline, deadline_ns)
     else:
         # Candidates are independent: each thread runs run_serial on a contiguous slice
         # (views, so the results land in st). A slice stops at its own first numerical
@@ -1275,7 +1285,7 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
         bounds = np.linspace(0, b, chunks + 1).astype(int)
         if race is not None:  # a racing group stays in one slice (its rows interact)
             bounds = np.unique([_group_start(group, int(x)) for x in bounds] + [b])
-        jobs = [_executor().submit(run_serial, tuple(m), tuple(_rows(tg, lo, hi)), tuple(cfg),
+        jobs = [_executor().submit(run_serial, tuple(m), tuple(_rows(tg, lo, hi)), cfg,
                                    tuple(_rows(st, lo, hi)),
                                    has_deadline, deadline_ns)
                 for lo, hi in zip(bounds[:-1], bounds[1:])]

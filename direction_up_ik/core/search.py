@@ -221,6 +221,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         if accept is not None:
             for i in np.flatnonzero(ok):
                 ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
+        if not ok.any():
+            return  # no success to count (e.g. a far target's round 0)
         score = selection_score(problem, out.joint_q, np.where(ok, out.cost, np.inf), selection)
         idx = np.flatnonzero(ok)
         owner = cand[idx]
