@@ -440,14 +440,14 @@ def test_multi_seed_search_from_request_fields_and_parameters(ros):
     assert not node.set_param("search.time_budget", -1.0).successful
 
 
-def test_search_uses_its_own_step_cap(ros):
-    """search.max_step_norm caps the search's local solves; overrides.max_step_norm wins."""
+def _panda_and_a_reachable_goal(ros):
+    """A panda node at mid-range, a goal state reachable from there, and
+    ``solve(**overrides)``: that goal's result through ``~/solve``."""
     node = ros.start_node("panda_like")
     model = node.model = load_robot("panda_like")
     node.start = mid_range(model)
     node.publish_full_state(node.start)
-    goal = node.start + np.linspace(-0.6, 0.6, model.num_dofs)  # reachable from the start
-    goal = np.clip(goal, model.lower_limits, model.upper_limits)
+    goal = np.clip(node.start + np.linspace(-0.6, 0.6, model.num_dofs), model.lower_limits, model.upper_limits)
 
     def solve(**overrides):
         req = request(candidate_at(model, goal, node.ee_names))
@@ -456,7 +456,12 @@ def test_search_uses_its_own_step_cap(ros):
         response = node.solve(req)
         assert response.error_code == Response.SUCCESS, response.message
         return response.results[0]
+    return node, model, goal, solve
 
+
+def test_search_uses_its_own_step_cap(ros):
+    """search.max_step_norm caps the search's local solves; overrides.max_step_norm wins."""
+    node, _, _, solve = _panda_and_a_reachable_goal(ros)
     # The spec's Jacobian for the search too, so that only the step caps differ here.
     assert node.set_param("search.jacobian", "finite_difference").successful
     spec = solve()  # no search: solver.max_step_norm (0.25)
@@ -474,20 +479,12 @@ def test_search_uses_its_own_step_cap(ros):
 def test_search_jacobian_parameter(ros):
     """search.jacobian (default analytic) selects the search's Jacobian; the spec's single
     start keeps finite differences; a bad value is refused and the old one stays."""
-    node = ros.start_node("panda_like")
-    model = node.model = load_robot("panda_like")
-    node.start = mid_range(model)
-    node.publish_full_state(node.start)
-    goal = np.clip(node.start + np.linspace(-0.6, 0.6, model.num_dofs), model.lower_limits, model.upper_limits)
+    node, model, goal, solve_one = _panda_and_a_reachable_goal(ros)
 
     def solve(**overrides):
-        req = request(candidate_at(model, goal, node.ee_names))
-        for key, value in overrides.items():
-            setattr(req.overrides, key, value)
-        response = node.solve(req)
-        assert response.error_code == Response.SUCCESS, response.message
-        assert response.results[0].success
-        return np.array(response.results[0].joint_positions)
+        result = solve_one(**overrides)
+        assert result.success
+        return np.array(result.joint_positions)
 
     def local(jacobian, max_step_norm):
         """The core's solve of the same target from the same state."""
