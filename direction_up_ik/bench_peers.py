@@ -47,7 +47,12 @@ the reason; the project's figures always run.
 After the tables, ``goals`` compares each run with the performance goals
 (issue 6) as ratios within the run: search success >= 99.5 % and >= every
 peer's; search median <= 3 x ``rtb ik_LM``'s median and p95 <= 5 ms; batched
-time per target <= 0.3 x ``ik_LM``'s median.
+time per target <= 0.3 x ``ik_LM``'s median. The search / ``ik_LM`` median ratio
+comes from a paired timing (:func:`paired_timing`): after the tables' runs, the two
+are timed again target by target, one right after the other, in 3 sweeps, each
+target's median sweep counting. Each table row times one solver over all targets in
+one block, so two rows are seconds apart, and this shared host has slow phases of
+about a second: in blocks the same ratio moved between 2.1 and 4.0 x over four runs.
 
 Timings are wall clock on a shared 2-core machine: compare ratios within one run.
 """
@@ -276,6 +281,11 @@ class Solver:
     def run(self, problem: Problem, q_start: np.ndarray, rng: np.random.Generator) -> Outcome:
         raise NotImplementedError
 
+    def call_one(self, problem: Problem, q_start: np.ndarray):
+        """``one(i)``: solve target i once from ``q_start`` (warmed up), for the paired
+        timing (:func:`paired_timing`); None when the solver does not offer it."""
+        return None
+
     def version(self) -> str:
         return ""
 
@@ -310,18 +320,23 @@ class SearchSingle(Solver):
     description = (f"robo_search_ik_direction_up(num_seeds={NUM_SEEDS}, time_budget={TIME_BUDGET}), "
                    f"max_position_error=0.03, one target per call")
 
-    def run(self, problem, q_start, rng):
+    def call_one(self, problem, q_start):
         robot = problem.robot
         _set_start(robot, q_start)
-        search = robo_search_ik_direction_up
-        search(robot, problem.warmup_candidates[:1], max_position_error=MAX_POSITION_ERROR,
-               num_seeds=NUM_SEEDS, time_budget=TIME_BUDGET)
+
+        def search(cands):
+            return robo_search_ik_direction_up(robot, cands, max_position_error=MAX_POSITION_ERROR,
+                                               num_seeds=NUM_SEEDS, time_budget=TIME_BUDGET)
+        search(problem.warmup_candidates[:1])
+        return lambda i: search((problem.candidates[i],))
+
+    def run(self, problem, q_start, rng):
+        one = self.call_one(problem, q_start)
         q = np.zeros((problem.n, problem.num_dofs))
         seconds, own = np.zeros(problem.n), np.zeros(problem.n, dtype=bool)
-        for i, cand in enumerate(problem.candidates):
+        for i in range(problem.n):
             t0 = time.perf_counter()
-            r = search(robot, (cand,), max_position_error=MAX_POSITION_ERROR, num_seeds=NUM_SEEDS,
-                       time_budget=TIME_BUDGET)
+            r = one(i)
             seconds[i] = time.perf_counter() - t0
             q[i], own[i] = r.result.joint_q[0], bool(r.result.success[0])
         return Outcome(q, seconds, own)
@@ -530,17 +545,21 @@ class RtbIkLM(Solver):
         if np.abs(fk @ problem.tcp_xforms[0] - problem.targets[0, 0]).max() > 1e-9:
             raise RuntimeError("rtb FK disagrees with the project's FK")
 
+    def call_one(self, problem, q_start):
+        q0 = np.ascontiguousarray(q_start[self.columns], dtype=np.float64)
+        ik, tep = self.ets.ik_LM, self.tep
+        ik(tep[0], q0=q0)  # warm-up
+        return lambda i: ik(tep[i], q0=q0)
+
     def run(self, problem, q_start, rng):
         n = problem.n
-        q0 = np.ascontiguousarray(q_start[self.columns], dtype=np.float64)
         q = np.tile(q_start, (n, 1)).astype(np.float64)
         seconds, own = np.zeros(n), np.zeros(n, dtype=bool)
         searches = np.zeros(n, dtype=np.int64)
-        ik = self.ets.ik_LM
-        ik(self.tep[0], q0=q0)  # warm-up
-        for i, tep in enumerate(self.tep):
+        one = self.call_one(problem, q_start)
+        for i in range(n):
             t0 = time.perf_counter()
-            sol = ik(tep, q0=q0)
+            sol = one(i)
             seconds[i] = time.perf_counter() - t0
             q[i, self.columns] = sol.q
             own[i], searches[i] = bool(sol.success), int(sol.searches)
@@ -675,6 +694,37 @@ def figures(solver: Solver, outcome: Outcome, verdict: Dict[str, np.ndarray]) ->
     return row
 
 
+#: Sweeps of the paired timing; each target's paired time is its median over them.
+PAIRED_SWEEPS = 3
+#: The two solvers the latency goal compares, timed in pairs.
+PAIRED = ("multi_seed_search", "rtb_ik_lm")
+
+
+def paired_timing(solvers: Sequence[Solver], problem: Problem, q_start: np.ndarray,
+                  sweeps: int = PAIRED_SWEEPS) -> Dict[str, np.ndarray]:
+    """Per-target seconds of several solvers timed side by side: target by target, each
+    solver right after the other (which one goes first alternates), in ``sweeps`` sweeps
+    over all targets; a target's time is its median over the sweeps.
+
+    The block timing of :func:`run_robot` (one solver over all targets, then the next)
+    puts each solver in a different second of a shared host, whose slow phases last about
+    a second; here both see the same moments. The median, not the fastest sweep: ik_LM
+    restarts from random states when an attempt fails, so its fastest of three would be
+    its luckiest (that made its median 30 % lower from a random start). Returns
+    {solver key: (N,) seconds}.
+    """
+    calls = [(solver.key, solver.call_one(problem, q_start)) for solver in solvers]
+    seconds = {key: np.full((sweeps, problem.n), np.inf) for key, _ in calls}
+    for sweep in range(sweeps):
+        for i in range(problem.n):
+            order = calls if (i + sweep) % 2 == 0 else calls[::-1]
+            for key, one in order:
+                t0 = time.perf_counter()
+                one(i)
+                seconds[key][sweep, i] = time.perf_counter() - t0
+    return {key: np.median(times, axis=0) for key, times in seconds.items()}
+
+
 def run_robot(name: str, n: int, seed: int, solver_classes, log=print) -> List[Dict]:
     """Both starts for one robot; returns one dict per start with a row per solver."""
     problem = Problem(name, n, seed)
@@ -706,10 +756,21 @@ def run_robot(name: str, n: int, seed: int, solver_classes, log=print) -> List[D
             rows.append(row)
             log(f"  {name} / {start}: {solver.label}: {100 * row['success_rate']:.1f}% "
                 f"median {row['median_ms']:.3f} ms ({wall:.1f} s)", flush=True)
+        pair = [solver for key in PAIRED for solver in solvers if solver.key == key]
+        paired = None
+        if len(pair) == len(PAIRED):
+            t0 = time.perf_counter()
+            times = paired_timing(pair, problem, q_start)
+            paired = {"sweeps": PAIRED_SWEEPS, "median_ms": {k: float(np.median(v) * 1e3) for k, v in times.items()},
+                      "p95_ms": {k: float(np.percentile(v, 95) * 1e3) for k, v in times.items()}}
+            log(f"  {name} / {start}: paired timing ({PAIRED_SWEEPS} sweeps): " + ", ".join(
+                f"{k} median {m:.3f} ms" for k, m in paired["median_ms"].items())
+                + f" ({time.perf_counter() - t0:.1f} s)", flush=True)
         runs.append({"robot": name, "start": start, "start_q": q_start.tolist(),
                      "dofs": problem.num_dofs, "end_effectors": problem.robot.num_end_effectors,
                      "targets": n, "seed": seed, "rng_seed": problem.rng_seed,
-                     "targets_sha256": problem.targets_sha256(), "solvers": rows + skipped})
+                     "targets_sha256": problem.targets_sha256(), "solvers": rows + skipped,
+                     "paired": paired})
     return runs
 
 
@@ -782,9 +843,16 @@ def goals(run: Dict) -> List[Dict]:
             search["p95_ms"] <= GOAL_SEARCH_P95_MS)
         if ref is not None:
             ratio = search["median_ms"] / ref["median_ms"]
-            add("search median / ik_LM median", f"{ratio:.2f} x ({search['median_ms']:.3f} / "
-                f"{ref['median_ms']:.3f} ms)", f"<= {GOAL_SEARCH_MEDIAN_RATIO:g} x",
-                ratio <= GOAL_SEARCH_MEDIAN_RATIO)
+            paired = (run.get("paired") or {}).get("median_ms")
+            if paired:  # side by side (paired_timing): the goal's figure; the block one as well
+                pair_ratio = paired[search["key"]] / paired[ref["key"]]
+                add("search median / ik_LM median", f"{pair_ratio:.2f} x ({paired[search['key']]:.3f} / "
+                    f"{paired[ref['key']]:.3f} ms, paired; in blocks {ratio:.2f} x)",
+                    f"<= {GOAL_SEARCH_MEDIAN_RATIO:g} x", pair_ratio <= GOAL_SEARCH_MEDIAN_RATIO)
+            else:
+                add("search median / ik_LM median", f"{ratio:.2f} x ({search['median_ms']:.3f} / "
+                    f"{ref['median_ms']:.3f} ms)", f"<= {GOAL_SEARCH_MEDIAN_RATIO:g} x",
+                    ratio <= GOAL_SEARCH_MEDIAN_RATIO)
     for key in ("batched_spec", "batched_search"):
         batch = rows.get(key)
         if batch is not None and ref is not None:
@@ -915,7 +983,7 @@ def main(argv=None) -> int:
                     "settings": {"targets": args.targets, "robots": args.robots, "seed": args.seed,
                                  "max_position_error": MAX_POSITION_ERROR, "num_seeds": NUM_SEEDS,
                                  "time_budget_s": TIME_BUDGET, "batch_num_seeds": BATCH_NUM_SEEDS,
-                                 "batch_max_rounds": BATCH_MAX_ROUNDS,
+                                 "batch_max_rounds": BATCH_MAX_ROUNDS, "paired_sweeps": PAIRED_SWEEPS,
                                  "judge": {"position_tol_m": POSITION_TOL, "axis_tol_rad": AXIS_TOL,
                                            "limit_slack": LIMIT_SLACK}},
                     "environment": env, "elapsed_s": elapsed, "runs": runs}
