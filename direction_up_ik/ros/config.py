@@ -31,8 +31,7 @@ import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
 from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SELECTIONS
-from ..core.settings import JACOBIANS
-from ..core.settings import SolverSettings
+from ..core.settings import JACOBIANS, SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
 
