@@ -103,12 +103,15 @@ def test_bundled_robots_match_central_differences_and_stay_near_the_forward_diff
 
 
 def test_parallel_axes_use_the_small_angle_branch(panda):
-    """At the target (every error exactly 0: axis_error's parallel branch) the derivative
+    """At the target state itself the Direction and Up errors are rounding-level (below
+    axis_error's 1e-12 parallel threshold, so its small-angle branch runs); the derivative
     is still the central difference's."""
     q = mid_range(panda) + 0.2
     solver = analytic_solver(panda, [targets_at(panda, q)])
     cand = np.array([0])
-    state = q[None].astype(np.float32).astype(np.float64)
+    state = q[None].astype(np.float64)
+    _, _, dir_err, up_err = solver.evaluate(state, cand)
+    assert dir_err.max() < 1e-12 and up_err.max() < 1e-12
     np.testing.assert_allclose(solver.analytic_jacobian(state, cand), central_difference(solver, state, cand),
                                rtol=1e-5, atol=1e-6)
 
