@@ -47,7 +47,7 @@ SEARCH_MAX_STEP_NORM = 1.0
 
 #: Default ``jacobian`` of the search's local solves (the spec's single solve uses
 #: "finite_difference"). The exact derivative takes about 0.34 instead of 0.85 us per
-#: Jacobian (panda, 7 joints); a batched search of 1000 targets took 8-22 % less time
+#: Jacobian (panda, 7 joints); a batched search of 1000 targets took 7-22 % less time
 #: with the same success (A/B in one process; ``python -m direction_up_ik.bench_peers``).
 SEARCH_JACOBIAN = "analytic"
 
