@@ -458,9 +458,7 @@ class RobotKinematics:
             rotations (..., E, 3, 3) and positions (..., E, 3), world frame, metres.
         """
         flat, lead = self._as_batch(q)
-        root = self.root_world_xform if root_world_xform is None else root_world_xform
-        rot, pos = self._node_frames(flat, self._ee_chain_nodes, root)
-        out_r, out_p = self._tcp_from_nodes(rot, pos, root, len(flat))
+        _, _, out_r, out_p = self._frames_and_tcps(flat, root_world_xform)
         return (out_r.reshape(lead + (self.num_end_effectors, 3, 3)),
                 out_p.reshape(lead + (self.num_end_effectors, 3)))
 
@@ -501,20 +499,12 @@ class RobotKinematics:
             shifted[:, np.arange(a), dof_ids] += epsilon
             rot_p, pos_p = self.tcp_poses(shifted, root_world_xform)
             return rot, pos, rot_p, pos_p
-        root = self.root_world_xform if root_world_xform is None else root_world_xform
-        node_rot, node_pos = self._node_frames(flat, self._ee_chain_nodes, root)
-        rot, pos = self._tcp_from_nodes(node_rot, node_pos, root, n)
+        node_rot, node_pos, rot, pos = self._frames_and_tcps(flat, root_world_xform)
         rot_p = np.broadcast_to(rot[:, None], (n, a, e_count, 3, 3)).copy()
         pos_p = np.broadcast_to(pos[:, None], (n, a, e_count, 3)).copy()
         c, s = np.cos(epsilon), np.sin(epsilon)
-        for i, d in enumerate(dof_ids):
-            k = self._dof_node[d]
-            moved = np.flatnonzero(self.dof_moves_tcp[d])
-            if k < 0 or len(moved) == 0:
-                continue
-            # world axis of the joint: R_parent R_origin a == R_node a
-            axis = node_rot[k] @ self._node_axis_local[k]  # (N, 3)
-            if self._node_type[k] == _PRISMATIC:
+        for i, k, moved, axis, prismatic in self._moving_axes(node_rot, dof_ids):
+            if prismatic:
                 pos_p[:, i, moved] += epsilon * axis[:, None, :]
                 continue
             w = axis[:, None, :, None]  # (N, 1, 3, 1) rotates columns of rot
@@ -551,23 +541,34 @@ class RobotKinematics:
         flat, _ = self._as_batch(q)
         dof_ids = np.asarray(dof_ids, dtype=np.int64)
         n, a, e_count = len(flat), len(dof_ids), self.num_end_effectors
-        root = self.root_world_xform if root_world_xform is None else root_world_xform
-        node_rot, node_pos = self._node_frames(flat, self._ee_chain_nodes, root)
-        rot, pos = self._tcp_from_nodes(node_rot, node_pos, root, n)
+        node_rot, node_pos, rot, pos = self._frames_and_tcps(flat, root_world_xform)
         angular = np.zeros((n, a, e_count, 3))
         linear = np.zeros((n, a, e_count, 3))
-        for i, d in enumerate(dof_ids):
-            k = self._dof_node[d]
-            moved = np.flatnonzero(self.dof_moves_tcp[d])
-            if k < 0 or len(moved) == 0:
-                continue
-            axis = node_rot[k] @ self._node_axis_local[k]  # (N, 3) world axis, as above
-            if self._node_type[k] == _PRISMATIC:
+        for i, k, moved, axis, prismatic in self._moving_axes(node_rot, dof_ids):
+            if prismatic:
                 linear[:, i, moved] = axis[:, None, :]
                 continue
             angular[:, i, moved] = axis[:, None, :]
             linear[:, i, moved] = np.cross(axis[:, None, :], pos[:, moved] - node_pos[k][:, None, :])
         return rot, pos, angular, linear
+
+    def _frames_and_tcps(self, flat: np.ndarray, root_world_xform):
+        """Node frames (dicts, see :meth:`_node_frames`) and TCP poses (N, E, ...) of (N, D) states."""
+        root = self.root_world_xform if root_world_xform is None else root_world_xform
+        node_rot, node_pos = self._node_frames(flat, self._ee_chain_nodes, root)
+        rot, pos = self._tcp_from_nodes(node_rot, node_pos, root, len(flat))
+        return node_rot, node_pos, rot, pos
+
+    def _moving_axes(self, node_rot, dof_ids: np.ndarray):
+        """For each coordinate ``dof_ids[i]`` that moves a TCP (no mimic joint on a TCP
+        chain): (i, its node k, the TCPs it moves (M,), its world axis (N, 3), prismatic?).
+        The world axis of the joint is R_parent R_origin a == R_node a."""
+        for i, d in enumerate(dof_ids):
+            k = self._dof_node[d]
+            moved = np.flatnonzero(self.dof_moves_tcp[d])
+            if k < 0 or len(moved) == 0:
+                continue
+            yield i, k, moved, node_rot[k] @ self._node_axis_local[k], self._node_type[k] == _PRISMATIC
 
     @property
     def mimic_on_tcp_chain(self) -> bool:
