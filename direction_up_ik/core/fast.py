@@ -1229,7 +1229,7 @@ def _build_config(problem: IKProblem) -> _Config:
         active=active.astype(np.int64, order="C"), lower=problem.lower[active].astype(np.float64, order="C"),
         upper=problem.upper[active].astype(np.float64, order="C"),
         q_initial=problem.q_initial.astype(np.float64, order="C"),
-        analytic=s.jacobian == "analytic" and not problem.robot.mimic_on_tcp_chain, **_CONSTANTS)
+        analytic=problem.analytic_jacobian, **_CONSTANTS)
 
 
 def _targets(problem: IKProblem) -> _Targets:

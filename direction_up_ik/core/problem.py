@@ -69,6 +69,12 @@ class IKProblem:
     def num_targets(self) -> int:
         return int(self.target_position.shape[1])
 
+    @property
+    def analytic_jacobian(self) -> bool:
+        """True when the solve uses the analytic Jacobian: ``settings.jacobian`` asks for it
+        and no mimic joint sits on a TCP chain (those keep finite differences)."""
+        return self.settings.jacobian == "analytic" and not self.robot.mimic_on_tcp_chain
+
     def select(self, candidates: np.ndarray) -> "IKProblem":
         """The same problem restricted to (or repeating) ``candidates`` (indices, any order)."""
         idx = np.asarray(candidates, dtype=np.int64)

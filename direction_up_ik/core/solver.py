@@ -188,7 +188,7 @@ class _Solver:
         # Per-slot weights for the 9 residual components of each EE.
         self.w_pos = self.s.position_weight
         self.w_rot = self.s.rotation_weight
-        self.analytic = self.s.jacobian == "analytic" and not problem.robot.mimic_on_tcp_chain
+        self.analytic = problem.analytic_jacobian
 
     # -------------------------------------------------------------- residuals
     def evaluate(self, q: np.ndarray, cand: np.ndarray):
