@@ -31,7 +31,7 @@ import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
 from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SELECTIONS
-from ..core.settings import JACOBIANS, SolverSettings
+from ..core.settings import SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
 
@@ -366,17 +366,18 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     if not math.isfinite(budget):
         raise ConfigError("search.time_budget", "must be finite")
     _check_range("search.time_budget", budget)
-    search_step = _number(values, "search.max_step_norm", "double")
-    if not math.isfinite(search_step) or search_step <= 0.0:
-        raise ConfigError("search.max_step_norm", f"must be a finite positive number, got {search_step}")
-    _check_range("search.max_step_norm", search_step)
-    search_jacobian = get("search.jacobian")
-    if search_jacobian not in JACOBIANS:
-        raise ConfigError("search.jacobian", f"must be one of {list(JACOBIANS)}, got {search_jacobian!r}")
     selection = get("search.selection")
     if selection not in SELECTIONS:
         raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
     solver = solver_settings_from_values(values)
+    # The search's local solves: solver.* with search.max_step_norm / search.jacobian,
+    # checked by SolverSettings' own rules (errors name the search.* parameter).
+    try:
+        search_solver = solver.replace(max_step_norm=_number(values, "search.max_step_norm", "double"),
+                                       jacobian=get("search.jacobian"))
+    except InputValidationError as exc:
+        raise ConfigError(f"search.{exc.field}", exc.rule) from None
+    _check_range("search.max_step_norm", search_solver.max_step_norm)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
@@ -388,7 +389,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")),
         markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate,
         max_seeds=ints["limits.max_seeds"], search_num_seeds=ints["search.num_seeds"],
-        search_solver=solver.replace(max_step_norm=search_step, jacobian=search_jacobian),
+        search_solver=search_solver,
         search_time_budget=budget, search_max_rounds=ints["search.max_rounds"], search_selection=selection,
         search_random_seed=ints["search.random_seed"], moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
         moveit_service_name=get("moveit.service_name"))
