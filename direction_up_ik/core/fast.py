@@ -296,6 +296,18 @@ def orthogonal_unit(v):
     return (w[0] / n, w[1] / n, w[2] / n)
 
 
+@jitable(inline="always")
+def axis_error_parts(current, target):
+    """(v, s, c, scale) of :func:`axis_error` away from opposite axes: v = target x current,
+    s = |v|, c = target . current, axis_error = scale * v (scale 1 where s < 1e-12)."""
+    v = cross3(target, current)
+    s = norm3(v)
+    c = dot3(target, current)
+    if s < 1e-12:  # rotations._PARALLEL_EPS
+        return v, s, c, 1.0
+    return v, s, c, np.arctan2(s, c) / s
+
+
 @jitable
 def axis_error(current, target):
     """Rotation vector (rad) taking unit axis ``target`` onto unit ``current``.
@@ -303,16 +315,11 @@ def axis_error(current, target):
     Same as :func:`direction_up_ik.core.rotations.axis_error` (length = angle in
     [0, pi]; opposite axes: pi about :func:`orthogonal_unit` of ``target``).
     """
-    v = cross3(target, current)
-    s = norm3(v)
-    c = dot3(target, current)
-    if s < 1e-12:  # rotations._PARALLEL_EPS
-        if c < 0.0:
-            n = orthogonal_unit(target)
-            return (np.pi * n[0], np.pi * n[1], np.pi * n[2])
-        return v
-    scale = np.arctan2(s, c) / s
-    return (v[0] * scale, v[1] * scale, v[2] * scale)
+    v, s, c, scale = axis_error_parts(current, target)
+    if s < 1e-12 and c < 0.0:
+        n = orthogonal_unit(target)
+        return (np.pi * n[0], np.pi * n[1], np.pi * n[2])
+    return (v[0] * scale, v[1] * scale, v[2] * scale)  # scale 1.0 for parallel axes: v itself
 
 
 @jitable
@@ -664,18 +671,6 @@ def jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac):
         evaluate_row(m, tg, cfg, b, q_p, wk, r_p, err)
         for j in range(r.shape[0]):
             jac[i, j] = (r_p[j] - r[j]) / cfg.eps
-
-
-@jitable(inline="always")
-def axis_error_parts(current, target):
-    """(v, s, c, scale) of :func:`axis_error` away from opposite axes: v = target x current,
-    s = |v|, c = target . current, axis_error = scale * v (scale 1 where s < 1e-12)."""
-    v = cross3(target, current)
-    s = norm3(v)
-    c = dot3(target, current)
-    if s < 1e-12:  # rotations._PARALLEL_EPS
-        return v, s, c, 1.0
-    return v, s, c, np.arctan2(s, c) / s
 
 
 @jitable
