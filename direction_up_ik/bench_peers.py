@@ -52,7 +52,7 @@ comes from a paired timing (:func:`paired_timing`): after the tables' runs, the 
 are timed again target by target, one right after the other, in 3 sweeps, each
 target's median sweep counting. Each table row times one solver over all targets in
 one block, so two rows are seconds apart, and this shared host has slow phases of
-about a second: in blocks the same ratio moved between 2.1 and 4.0 x over four runs.
+about a second: in blocks the ur5/random ratio moved between 2.1 and 4.9 x over eight runs.
 
 Timings are wall clock on a shared 2-core machine: compare ratios within one run.
 """
