@@ -43,6 +43,7 @@ from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
                     solve_problem)
+from ..core import seeds
 from ..core.solver import warm_up_backend
 from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
@@ -120,6 +121,7 @@ class DirectionUpIKNode(Node):
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
                                     self.solve) if self._config.markers_enabled else None)
         self._kernel_seconds = warm_up_backend()
+        seeds.warm_up()  # the search's k-d tree import, off the first request
         self._log_summary()
 
     # ------------------------------------------------------------ parameters

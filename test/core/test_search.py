@@ -65,15 +65,21 @@ def test_round_zero_is_the_current_state_alone_with_the_search_settings(panda, f
 
 
 def test_reproducible_with_a_seed_and_least_motion_beats_first_found(panda, far_targets):
-    a = robo_search_ik_direction_up(panda, far_targets[:5], num_seeds=6, max_rounds=2, min_successes=5,
-                                    random_seed=7, max_position_error=MPE)
-    b = robo_search_ik_direction_up(panda, far_targets[:5], num_seeds=6, max_rounds=2, min_successes=5,
-                                    random_seed=7, max_position_error=MPE)
+    kwargs = dict(num_seeds=6, max_rounds=2, min_successes=5, max_position_error=MPE, seeding="random")
+    a = robo_search_ik_direction_up(panda, far_targets[:5], random_seed=7, **kwargs)
+    b = robo_search_ik_direction_up(panda, far_targets[:5], random_seed=7, **kwargs)
     np.testing.assert_array_equal(a.result.joint_q, b.result.joint_q)
-    c = robo_search_ik_direction_up(panda, far_targets[:5], num_seeds=6, max_rounds=2, min_successes=5,
-                                    random_seed=8, max_position_error=MPE)
+    c = robo_search_ik_direction_up(panda, far_targets[:5], random_seed=8, **kwargs)
     assert not np.array_equal(a.result.joint_q, c.result.joint_q)
     assert np.all(a.successes >= 1)
+
+
+def test_nearest_seeding_does_not_depend_on_the_random_seed_within_the_library(panda, far_targets):
+    kwargs = dict(num_seeds=6, max_rounds=2, min_successes=5, max_position_error=MPE)
+    a = robo_search_ik_direction_up(panda, far_targets[:5], random_seed=7, **kwargs)
+    b = robo_search_ik_direction_up(panda, far_targets[:5], random_seed=None, **kwargs)
+    np.testing.assert_array_equal(a.result.joint_q, b.result.joint_q)
+    np.testing.assert_array_equal(a.successes, b.successes)
 
 
 def test_limit_center_selection_prefers_central_solutions(panda, far_targets):
@@ -138,6 +144,7 @@ def test_joint_bounds_constrain_solutions(panda, far_targets):
     (dict(min_successes=0), "min_successes: must be an integer >= 1"),
     (dict(max_rounds=0), "max_rounds: must be an integer >= 1"),
     (dict(selection="closest"), "selection: must be one of"),
+    (dict(seeding="uniform"), "seeding: must be one of \\['nearest', 'random'\\], got 'uniform'"),
 ])
 def test_search_argument_errors(panda, far_targets, kwargs, pattern):
     with pytest.raises(InputValidationError, match=pattern):
