@@ -108,6 +108,8 @@ class SeedLibrary:
     def __init__(self, problem: IKProblem, size: int = LIBRARY_SIZE) -> None:
         self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
         self.tcp_rot, self.tcp_pos = problem.robot.tcp_poses(self.q, problem.root_world_xform)
+        a = problem.active
+        self._continuous = a[~(np.isfinite(problem.lower[a]) & np.isfinite(problem.upper[a]))]
         for array in (self.q, self.tcp_rot, self.tcp_pos):
             array.setflags(write=False)
         self._trees: Dict[bytes, object] = {}
@@ -144,16 +146,20 @@ class SeedLibrary:
         out = np.empty((len(rows), count), dtype=np.int64)
         if len(rows) == 0 or count == 0:
             return out
-        pattern = np.concatenate([problem.has_direction[rows], problem.has_up[rows]], axis=1)
-        kinds, which = np.unique(pattern, axis=0, return_inverse=True)
-        e = problem.num_targets
-        for k, kind in enumerate(kinds):
-            mine = np.flatnonzero(which.reshape(-1) == k)
-            has_direction, has_up = kind[:e], kind[e:]
+        has_direction, has_up = problem.has_direction[rows], problem.has_up[rows]
+        if (has_direction == has_direction[0]).all() and (has_up == has_up[0]).all():
+            groups = [(slice(None), has_direction[0], has_up[0])]  # the usual request: one pattern
+        else:
+            e = problem.num_targets
+            kinds, which = np.unique(np.concatenate([has_direction, has_up], axis=1), axis=0,
+                                     return_inverse=True)
+            groups = [(np.flatnonzero(which.reshape(-1) == k), kind[:e], kind[e:])
+                      for k, kind in enumerate(kinds)]
+        for mine, has_dir, has_u in groups:
             r = rows[mine]
             points = pose_features(problem.target_position[r], problem.target_direction[r],
-                                   problem.target_up[r], has_direction, has_up)
-            _, idx = self._tree(problem, has_direction, has_up).query(points, k=first + count)
+                                   problem.target_up[r], has_dir, has_u)
+            _, idx = self._tree(problem, has_dir, has_u).query(points, k=first + count)
             out[mine] = np.reshape(idx, (len(r), first + count))[:, first:]
         return out
 
@@ -162,10 +168,8 @@ class SeedLibrary:
         distance rank ``first`` .. ``first + count - 1``, each continuous joint shifted by
         whole turns to within pi of its current value (the same TCP pose, less motion)."""
         out = self.q[self.nearest(problem, rows, first, count).reshape(-1)]
-        a = problem.active
-        turns = ~(np.isfinite(problem.lower[a]) & np.isfinite(problem.upper[a]))
-        if turns.any():
-            c = a[turns]
+        c = self._continuous
+        if len(c):
             q0 = problem.q_initial[c]
             out[:, c] = q0 + np.mod(out[:, c] - q0 + np.pi, 2.0 * np.pi) - np.pi
         return out
@@ -176,12 +180,12 @@ _libraries_lock = threading.Lock()
 
 
 def _key(problem: IKProblem) -> Tuple[bytes, ...]:
-    """What a library's states and poses depend on, besides the model."""
-    lo, hi = library_bounds(problem)
-    inactive = np.setdiff1d(np.arange(len(problem.q_initial)), problem.active)
-    return (problem.active.tobytes(), np.asarray(lo, dtype=np.float64).tobytes(),
-            np.asarray(hi, dtype=np.float64).tobytes(), problem.q_initial[inactive].tobytes(),
-            np.asarray(problem.root_world_xform, dtype=np.float64).tobytes())
+    """What a library's states and poses depend on, besides the model (the bounds of
+    inactive joints are part of it, unused)."""
+    inactive = np.ones(len(problem.q_initial), dtype=bool)
+    inactive[problem.active] = False
+    return (problem.active.tobytes(), problem.lower.tobytes(), problem.upper.tobytes(),
+            problem.q_initial[inactive].tobytes(), problem.root_world_xform.tobytes())
 
 
 def library_for(problem: IKProblem) -> SeedLibrary:
