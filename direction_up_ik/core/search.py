@@ -160,6 +160,16 @@ def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selecti
     return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
 
 
+def seed_anchor(problem: IKProblem, selection: str) -> np.ndarray:
+    """(D,) joint state the library's seeds are ranked nearest to, after the target pose:
+    the current state for "least_motion", the limit centres (bounded joints) for "limit_center"."""
+    if selection == "least_motion":
+        return problem.q_initial
+    bounded = np.isfinite(problem.lower) & np.isfinite(problem.upper)
+    center = 0.5 * (np.where(bounded, problem.lower, 0.0) + np.where(bounded, problem.upper, 0.0))
+    return np.where(bounded, center, problem.q_initial)
+
+
 def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optional[float] = None,
                    max_rounds: Optional[int] = None, min_successes: int = 1,
                    selection: str = "least_motion", random_seed: Optional[int] = 0,
@@ -224,7 +234,7 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         pick_row[picked] = better
 
     record(first, np.arange(b))
-    rng = rng_key = bounds = library = None  # created when a round needs them
+    rng = rng_key = bounds = library = anchor = None  # created when a round needs them
     rounds, timed_out = 1, False
     while True:
         pending = np.flatnonzero(successes < min_successes)
@@ -238,7 +248,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
         if seeding == "nearest" and first_rank + num_seeds <= LIBRARY_SIZE:
             if library is None:
                 library = library_for(problem)
-            seeds = library.seeds(problem, pending, first_rank, num_seeds)
+                anchor = seed_anchor(problem, selection)
+            seeds = library.seeds(problem, pending, first_rank, num_seeds, anchor)
         else:
             if rng is None:
                 rng, rng_key = _take_generator(random_seed)

@@ -24,7 +24,7 @@ import importlib
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -36,6 +36,13 @@ LIBRARY_SIZE = 4096
 #: Metres per unit of TCP axis difference in the feature distance (a 0.3 m
 #: position offset weighs like axes about 1 rad apart).
 AXIS_SCALE = 0.3
+#: Metres of pose distance per rad (prismatic: m) of distance from the anchor state in
+#: the bounded active joints: among states about as near the target, the nearer to the
+#: current state (or the limit centres) ranks first. On the 1000-target benchmark
+#: batches 0.05 took 0-12 % more iterations than 0 with the same success, and the
+#: seeded solutions moved the joints less (median squared motion ur5 random 145 ->
+#: 48 rad^2, panda random 31 -> 24).
+JOINT_SCALE = 0.05
 #: Libraries kept per model (different active joints, bounds or inactive values).
 CACHE_PER_MODEL = 4
 _LIBRARY_SEED = 0x5EED
@@ -101,15 +108,18 @@ class SeedLibrary:
             :func:`library_bounds`, the others at the problem's values.
         tcp_rot: (M, E_robot, 3, 3), tcp_pos: (M, E_robot, 3) world TCP poses of
             every end effector of the model (m).
-    The k-d trees over :func:`pose_features` are built per slot layout (end
-    effectors, local axes) and constraint pattern on first use.
+    A library state's distance to a target is the Euclidean distance of their
+    :func:`pose_features` with ``JOINT_SCALE`` times the state's bounded active
+    joints appended (the target's side: the anchor state's). The k-d trees are built
+    per slot layout (end effectors, local axes) and constraint pattern on first use.
     """
 
     def __init__(self, problem: IKProblem, size: int = LIBRARY_SIZE) -> None:
         self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
         self.tcp_rot, self.tcp_pos = problem.robot.tcp_poses(self.q, problem.root_world_xform)
         a = problem.active
-        self._continuous = a[~(np.isfinite(problem.lower[a]) & np.isfinite(problem.upper[a]))]
+        bounded = np.isfinite(problem.lower[a]) & np.isfinite(problem.upper[a])
+        self._continuous, self._bounded = a[~bounded], a[bounded]
         for array in (self.q, self.tcp_rot, self.tcp_pos):
             array.setflags(write=False)
         self._trees: Dict[bytes, object] = {}
@@ -132,12 +142,18 @@ class SeedLibrary:
             tree = self._trees.get(key)
             if tree is None:
                 from scipy.spatial import cKDTree
-                tree = self._trees[key] = cKDTree(pose_features(*self.slot_axes(problem), has_direction, has_up))
+                tree = self._trees[key] = cKDTree(np.concatenate(
+                    [pose_features(*self.slot_axes(problem), has_direction, has_up),
+                     JOINT_SCALE * self.q[:, self._bounded]], axis=1))
             return tree
 
-    def nearest(self, problem: IKProblem, rows: np.ndarray, first: int, count: int) -> np.ndarray:
+    def nearest(self, problem: IKProblem, rows: np.ndarray, first: int, count: int,
+                anchor: Optional[np.ndarray] = None) -> np.ndarray:
         """(len(rows), count) library indices: for each candidate row of ``problem``, its
         library states of distance rank ``first`` .. ``first + count - 1`` (0 = nearest).
+
+        ``anchor``: (D,) joint state the joint term measures from (default the
+        problem's current state ``q_initial``).
 
         Requires ``first + count <= len(self)``. Candidates with different
         constraint patterns (modes per slot) are compared on their own parts.
@@ -155,19 +171,22 @@ class SeedLibrary:
                                      return_inverse=True)
             groups = [(np.flatnonzero(which.reshape(-1) == k), kind[:e], kind[e:])
                       for k, kind in enumerate(kinds)]
+        joints = JOINT_SCALE * (problem.q_initial if anchor is None else anchor)[self._bounded]
         for mine, has_dir, has_u in groups:
             r = rows[mine]
-            points = pose_features(problem.target_position[r], problem.target_direction[r],
-                                   problem.target_up[r], has_dir, has_u)
+            pose = pose_features(problem.target_position[r], problem.target_direction[r],
+                                 problem.target_up[r], has_dir, has_u)
+            points = np.concatenate([pose, np.broadcast_to(joints, (len(r), len(joints)))], axis=1)
             _, idx = self._tree(problem, has_dir, has_u).query(points, k=first + count)
             out[mine] = np.reshape(idx, (len(r), first + count))[:, first:]
         return out
 
-    def seeds(self, problem: IKProblem, rows: np.ndarray, first: int, count: int) -> np.ndarray:
+    def seeds(self, problem: IKProblem, rows: np.ndarray, first: int, count: int,
+              anchor: Optional[np.ndarray] = None) -> np.ndarray:
         """(len(rows) * count, D) starts: per candidate row (in order) its library states of
-        distance rank ``first`` .. ``first + count - 1``, each continuous joint shifted by
-        whole turns to within pi of its current value (the same TCP pose, less motion)."""
-        out = self.q[self.nearest(problem, rows, first, count).reshape(-1)]
+        distance rank ``first`` .. ``first + count - 1`` (:meth:`nearest`), each continuous
+        joint shifted by whole turns to within pi of its current value (same TCP pose)."""
+        out = self.q[self.nearest(problem, rows, first, count, anchor).reshape(-1)]
         c = self._continuous
         if len(c):
             q0 = problem.q_initial[c]

@@ -70,9 +70,11 @@ def test_nearest_ranks_match_a_brute_force_search_per_constraint_pattern(panda):
     problem = _problem(panda, candidates)
     library = seeds.SeedLibrary(problem, size=300)
     rows = np.array([5, 0, 7, 1, 2, 9])
+    anchor = random_configurations(panda, np.random.default_rng(5), 1)[0]
     got = library.nearest(problem, rows, first=3, count=4)
+    got_anchored = library.nearest(problem, rows, first=3, count=4, anchor=anchor)
     tcp = panda.tcp_transforms(library.q)[:, 0]  # (M, 4, 4), TCP convention: +Z working, +Y up
-    for row, ranks in zip(rows, got):
+    for row, ranks, ranks_anchored in zip(rows, got, got_anchored):
         (target,) = candidates[row]
         d = np.sum((tcp[:, :3, 3] - target.position_world) ** 2, axis=-1)
         mode = row % 3
@@ -81,7 +83,11 @@ def test_nearest_ranks_match_a_brute_force_search_per_constraint_pattern(panda):
             d = d + seeds.AXIS_SCALE ** 2 * np.sum((tcp[:, :3, 2] - z) ** 2, axis=-1)
         if mode == 0:
             d = d + seeds.AXIS_SCALE ** 2 * np.sum((tcp[:, :3, 1] - problem.target_up[row, 0]) ** 2, axis=-1)
-        np.testing.assert_array_equal(ranks, np.argsort(d, kind="stable")[3:7])
+        joints = seeds.JOINT_SCALE ** 2 * np.sum((library.q - problem.q_initial) ** 2, axis=-1)
+        np.testing.assert_array_equal(ranks, np.argsort(d + joints, kind="stable")[3:7])
+        joints = seeds.JOINT_SCALE ** 2 * np.sum((library.q - anchor) ** 2, axis=-1)
+        np.testing.assert_array_equal(ranks_anchored, np.argsort(d + joints, kind="stable")[3:7])
+        assert not np.array_equal(ranks, ranks_anchored)
     assert library.nearest(problem, rows[:0], 0, 2).shape == (0, 2)
 
 
@@ -168,14 +174,22 @@ def test_a_library_is_used_up_before_random_draws_take_over(panda, monkeypatch):
     calls = []
     real = seeds.SeedLibrary.seeds
 
-    def spy(self, problem, rows, first, count):
+    def spy(self, problem, rows, first, count, anchor):
         calls.append((first, count))
-        return real(self, problem, rows, first, count)
+        anchors.append(anchor)
+        return real(self, problem, rows, first, count, anchor)
+    anchors = []
     monkeypatch.setattr(seeds.SeedLibrary, "seeds", spy)
     found = robo_search_ik_direction_up(panda, unreachable, num_seeds=2, max_rounds=5, max_position_error=MPE)
     assert found.result.success[0] == 0 and found.rounds == 6
     assert calls == [(0, 2), (2, 2), (4, 2)]  # then two rounds of random draws
     np.testing.assert_array_equal(found.starts, [11])
+    # The seeds rank nearest the current state, or the limit centres for that selection.
+    np.testing.assert_array_equal(anchors[0], panda.joint_q.astype(np.float64))
+    anchors.clear()
+    robo_search_ik_direction_up(panda, unreachable, num_seeds=2, max_rounds=1, max_position_error=MPE,
+                                selection="limit_center")
+    np.testing.assert_allclose(anchors[0], (panda.lower_limits + panda.upper_limits) / 2)
 
 
 @pytest.mark.parametrize("mode", ["full", "axis", "position"])
