@@ -12,7 +12,7 @@ from .errors import (CandidateStructureError, DirectionUpIKError, DirectionValid
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
-from .search import SearchResult, robo_search_ik_direction_up, search_problem
+from .search import SearchResult, robo_search_ik_direction_up, search_problem, warm_up_search
 from .settings import SolverSettings
 from .solver import robo_solve_ik_direction_up_multi_batch, solve_problem
 from .targets import DirectionUpTarget
@@ -23,5 +23,5 @@ __all__ = [
     "InputValidationError", "JointLimitError", "LocalAxisConfigurationError",
     "NumericalFailure", "RobotKinematics", "RobotModelError", "SearchResult", "SolverSettings",
     "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
-    "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem",
+    "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem", "warm_up_search",
 ]

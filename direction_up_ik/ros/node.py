@@ -42,8 +42,7 @@ from direction_up_ik.msg import DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
-                    solve_problem)
-from ..core import seeds
+                    solve_problem, warm_up_search)
 from ..core.solver import warm_up_backend
 from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
@@ -121,8 +120,23 @@ class DirectionUpIKNode(Node):
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
                                     self.solve) if self._config.markers_enabled else None)
         self._kernel_seconds = warm_up_backend()
-        seeds.warm_up()  # the search's k-d tree import, off the first request
+        self._warm_up_search()
         self._log_summary()
+
+    def _warm_up_search(self) -> None:
+        """Build the search's seed library for the configured active joints (at a state within
+        the limits; exact for the default, every joint active), off the first request."""
+        active = tuple(self._joint_ids[n] for n in self._config.active_joints) or None
+        with self._solve_lock:
+            lower, upper = self._robot.lower_limits, self._robot.upper_limits
+            inside = np.clip(self._robot.joint_q.astype(np.float64), lower, upper)
+            self._robot.joint_q[:] = float32_within_limits(inside, lower, upper)
+            try:
+                seconds = warm_up_search(self._robot, active_dof_ids=active)
+            except DirectionUpIKError as exc:  # e.g. a limit the clip could not meet
+                self.get_logger().warning(f"search warm-up skipped: {exc}")
+                return
+        self.get_logger().debug(f"search seed library ready in {1e3 * seconds:.1f} ms")
 
     # ------------------------------------------------------------ parameters
     def _declare(self, spec: ParameterSpec) -> None:

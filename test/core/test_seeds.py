@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from direction_up_ik import DirectionUpTarget, robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch
+from direction_up_ik import (DirectionUpTarget, JointLimitError, robo_search_ik_direction_up,
+                             robo_solve_ik_direction_up_multi_batch)
+from direction_up_ik.core import warm_up_search
 from direction_up_ik.bench import random_configurations, reachable_candidates
 from direction_up_ik.core import seeds
 from direction_up_ik.core.problem import build_problem
@@ -202,3 +204,18 @@ def test_search_with_nearest_seeds_solves_every_mode(panda, mode):
     tcp = panda.tcp_transforms(found.result.joint_q.astype(np.float64))[:, 0]
     goal = np.array([c[0].position_world for c in candidates])
     assert np.all(np.linalg.norm(tcp[:, :3, 3] - goal, axis=-1) < 1e-3)
+
+
+def test_warm_up_search_builds_the_library_a_search_then_uses(panda, monkeypatch):
+    panda.joint_q[:] = mid_range(panda)
+    far = reachable_candidates(panda, random_configurations(panda, np.random.default_rng(11), 8))
+    assert warm_up_search(panda, far[:1]) > 0.0
+    assert warm_up_search(panda, far[:1]) < 1e-3  # cached: nothing left to build
+    built = []
+    monkeypatch.setattr(seeds, "SeedLibrary", lambda *a, **k: built.append(1))
+    found = robo_search_ik_direction_up(panda, far, num_seeds=2, max_rounds=3, max_position_error=MPE)
+    assert np.any(found.starts > 1) and built == []  # seeded rounds ran on the warm library
+    # Default candidates: full poses at the current TCPs; a state outside the limits is an error.
+    panda.joint_q[3] = 0.0  # panda joint 4 must stay below -0.0698 rad
+    with pytest.raises(JointLimitError):
+        warm_up_search(panda)
