@@ -162,8 +162,9 @@ def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selecti
 
 
 def seed_anchor(problem: IKProblem, selection: str) -> np.ndarray:
-    """(D,) joint state the library's seeds are ranked nearest to, after the target pose:
-    the current state for "least_motion", the limit centres (bounded joints) for "limit_center"."""
+    """(D,) joint state the library's seeds turn their periodic joints towards (whole turns,
+    :meth:`~.seeds.SeedLibrary.seeds`): the current state for "least_motion", the limit
+    centres (bounded joints) for "limit_center"."""
     if selection == "least_motion":
         return problem.q_initial
     bounded = np.isfinite(problem.lower) & np.isfinite(problem.upper)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from direction_up_ik import (DirectionUpTarget, JointLimitError, robo_search_ik_direction_up,
+from direction_up_ik import (DirectionUpTarget, JointLimitError, RobotKinematics, robo_search_ik_direction_up,
                              robo_solve_ik_direction_up_multi_batch)
 from direction_up_ik.core import warm_up_search
 from direction_up_ik.bench import random_configurations, reachable_candidates
@@ -72,11 +72,9 @@ def test_nearest_ranks_match_a_brute_force_search_per_constraint_pattern(panda):
     problem = _problem(panda, candidates)
     library = seeds.SeedLibrary(problem, size=300)
     rows = np.array([5, 0, 7, 1, 2, 9])
-    anchor = random_configurations(panda, np.random.default_rng(5), 1)[0]
     got = library.nearest(problem, rows, first=3, count=4)
-    got_anchored = library.nearest(problem, rows, first=3, count=4, anchor=anchor)
     tcp = panda.tcp_transforms(library.q)[:, 0]  # (M, 4, 4), TCP convention: +Z working, +Y up
-    for row, ranks, ranks_anchored in zip(rows, got, got_anchored):
+    for row, ranks in zip(rows, got):
         (target,) = candidates[row]
         d = np.sum((tcp[:, :3, 3] - target.position_world) ** 2, axis=-1)
         mode = row % 3
@@ -85,11 +83,7 @@ def test_nearest_ranks_match_a_brute_force_search_per_constraint_pattern(panda):
             d = d + seeds.AXIS_SCALE ** 2 * np.sum((tcp[:, :3, 2] - z) ** 2, axis=-1)
         if mode == 0:
             d = d + seeds.AXIS_SCALE ** 2 * np.sum((tcp[:, :3, 1] - problem.target_up[row, 0]) ** 2, axis=-1)
-        joints = seeds.JOINT_SCALE ** 2 * np.sum((library.q - problem.q_initial) ** 2, axis=-1)
-        np.testing.assert_array_equal(ranks, np.argsort(d + joints, kind="stable")[3:7])
-        joints = seeds.JOINT_SCALE ** 2 * np.sum((library.q - anchor) ** 2, axis=-1)
-        np.testing.assert_array_equal(ranks_anchored, np.argsort(d + joints, kind="stable")[3:7])
-        assert not np.array_equal(ranks, ranks_anchored)
+        np.testing.assert_array_equal(ranks, np.argsort(d, kind="stable")[3:7])
     assert library.nearest(problem, rows[:0], 0, 2).shape == (0, 2)
 
 
@@ -126,6 +120,42 @@ def test_continuous_joints_are_shifted_to_the_current_turn(dual_arm):
     assert np.any(np.round(turns) != 0)
     np.testing.assert_allclose(dual_arm.tcp_transforms(states), dual_arm.tcp_transforms(library.q[index]),
                                atol=1e-9)
+
+
+def test_revolute_joints_spanning_more_than_a_turn_are_shifted_towards_the_anchor(ur5):
+    assert np.all(ur5.upper_limits - ur5.lower_limits > 2 * np.pi)  # the ur5's +-2 pi joints
+    np.testing.assert_array_equal(seeds.periodic_coordinates(ur5), True)
+    start = random_configurations(ur5, np.random.default_rng(3), 1)[0]
+    ur5.joint_q[:] = start
+    problem = _problem(ur5, [targets_at(ur5, random_configurations(ur5, np.random.default_rng(4), 1)[0])])
+    library = seeds.library_for(problem)
+    index = library.nearest(problem, np.array([0]), 0, 8)[0]
+    for anchor in (None, np.zeros(ur5.num_dofs)):
+        states = library.seeds(problem, np.array([0]), 0, 8, anchor)
+        toward = problem.q_initial if anchor is None else anchor
+        turns = (states - library.q[index]) / (2 * np.pi)
+        np.testing.assert_allclose(turns, np.round(turns), atol=1e-9)  # whole turns: the same poses
+        assert np.all(states >= ur5.lower_limits) and np.all(states <= ur5.upper_limits)
+        # Nearest the anchor among the in-limit copies (a turn either way is no nearer or leaves the limits).
+        for step in (-2 * np.pi, 2 * np.pi):
+            other = states + step
+            inside = (other >= ur5.lower_limits) & (other <= ur5.upper_limits)
+            assert np.all(np.abs(other - toward)[inside] >= np.abs(states - toward)[inside] - 1e-9)
+    # A prismatic joint, or a revolute one another drives with a scale other than 1, is not periodic.
+    np.testing.assert_array_equal(seeds.periodic_coordinates(RobotKinematics.from_urdf(_SLIDE_AND_MIMIC, ["l3"])),
+                                  [False, False, True])
+
+
+_SLIDE_AND_MIMIC = """<robot name='slide_and_mimic'>
+  <link name='base'/><link name='l1'/><link name='l2'/><link name='l3'/><link name='l4'/>
+  <joint name='slide' type='prismatic'><parent link='base'/><child link='l1'/>
+    <axis xyz='1 0 0'/><limit lower='0' upper='1' effort='1' velocity='1'/></joint>
+  <joint name='turn' type='revolute'><parent link='l1'/><child link='l2'/>
+    <axis xyz='0 0 1'/><limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+  <joint name='half' type='revolute'><parent link='l2'/><child link='l3'/><origin xyz='0.2 0 0'/>
+    <axis xyz='0 0 1'/><mimic joint='turn' multiplier='0.5'/><limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+  <joint name='wrist' type='continuous'><parent link='l3'/><child link='l4'/><axis xyz='0 1 0'/></joint>
+</robot>"""
 
 
 def test_libraries_are_cached_per_setup_not_per_current_active_values(dual_arm):
