@@ -15,8 +15,8 @@ Solvers (inputs are prepared before timing; ``time.perf_counter`` around each ca
   spec defaults, ``max_position_error=0.03``, one target per call;
 * ``multi-seed search``: ``robo_search_ik_direction_up(num_seeds=7,
   time_budget=0.005)`` (its defaults otherwise: the current state first, then
-  rounds of 7 random seeds for a target it misses, local solves with step cap
-  1.0), one target per call;
+  rounds of 7 seeds for a target it misses, from its seed library nearest the
+  target's pose first, local solves with step cap 1.0), one target per call;
 * ``batched spec`` / ``batched search``: all N targets in one
   ``robo_solve_ik_direction_up_multi_batch`` call / one
   ``robo_search_ik_direction_up(num_seeds=2, max_rounds=10)`` call (at most 10
@@ -25,6 +25,9 @@ Solvers (inputs are prepared before timing; ``time.perf_counter`` around each ca
   targets it took 25-35 % less time than 3 rounds of 7 with 99.7-100 % success);
   the per-target time is total / N (median = p95 = that figure; the call is made
   3 times, the median total counts);
+* both searches are warmed up first (:func:`~direction_up_ik.core.warm_up_search`:
+  the seed library, 6-13 ms once per robot; the kernel compile): as for
+  the peers, set-up is not timed;
 * ``KDL NR_JL``: PyKDL ``ChainIkSolverPos_NR_JL`` (maxiter 100, eps 1e-6), one shot
   from the start; the chain is built from the project's parsed URDF joints
   (:func:`direction_up_ik.core.urdf_loader.parse_urdf`) plus the TCP offset as a

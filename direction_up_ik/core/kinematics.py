@@ -24,6 +24,8 @@ from .urdf_loader import UrdfKinematics, parse_urdf
 
 _REVOLUTE = 0
 _PRISMATIC = 1
+#: ``KernelArrays.node_type`` of a revolute (or continuous) joint.
+NODE_REVOLUTE = _REVOLUTE
 
 
 def validate_transform(xform, field: str, error=InputValidationError) -> np.ndarray:

@@ -36,7 +36,7 @@ from .errors import InputTypeError, InputValidationError
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
-from .seeds import LIBRARY_SIZE, library_for, random_starts, start_bounds
+from .seeds import library_for, random_starts, start_bounds
 from .settings import as_float, is_real, solver_settings
 from .solver import solve_problem
 from .targets import DirectionUpTarget
@@ -247,10 +247,9 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 8, time_budget: Optio
             break
         cand = np.repeat(pending, num_seeds)
         first_rank = (rounds - 1) * num_seeds  # every pending candidate was in every round
-        if seeding == "nearest" and first_rank + num_seeds <= LIBRARY_SIZE:
-            if library is None:
-                library = library_for(problem)
-                anchor = seed_anchor(problem, selection)
+        if seeding == "nearest" and library is None:
+            library, anchor = library_for(problem), seed_anchor(problem, selection)
+        if seeding == "nearest" and first_rank + num_seeds <= len(library):
             seeds = library.seeds(problem, pending, first_rank, num_seeds, anchor)
         else:
             if rng is None:

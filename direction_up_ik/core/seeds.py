@@ -21,7 +21,6 @@ seeds are the same whatever the search's ``random_seed``.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import weakref
 from collections import OrderedDict
@@ -29,9 +28,10 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from .kinematics import NODE_REVOLUTE
 from .problem import IKProblem
 
-#: Joint states per library (4096: building takes 6-16 ms; 1024 and 16384 solved
+#: Joint states per library (4096: building takes 4-11 ms; 1024 and 16384 solved
 #: the 1000-target benchmark batches in about the same iterations).
 LIBRARY_SIZE = 4096
 #: Metres per unit of TCP axis difference in the feature distance (a 0.3 m
@@ -50,7 +50,7 @@ def periodic_coordinates(robot) -> np.ndarray:
     arrays = robot.kernel_arrays()
     out = np.zeros(robot.num_dofs, dtype=bool)
     out[arrays.node_dof] = True
-    other = (arrays.node_type != 0) | (np.abs(arrays.node_scale) != 1.0)
+    other = (arrays.node_type != NODE_REVOLUTE) | (np.abs(arrays.node_scale) != 1.0)
     out[arrays.node_dof[other]] = False
     return out
 
@@ -120,7 +120,8 @@ class SeedLibrary:
     local axes) and constraint pattern on first use.
     """
 
-    def __init__(self, problem: IKProblem, size: int = LIBRARY_SIZE) -> None:
+    def __init__(self, problem: IKProblem, size: Optional[int] = None) -> None:
+        size = LIBRARY_SIZE if size is None else size
         self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
         self.tcp_rot, self.tcp_pos = problem.robot.tcp_poses(self.q, problem.root_world_xform)
         self._periodic = problem.active[periodic_coordinates(problem.robot)[problem.active]]
@@ -185,7 +186,7 @@ class SeedLibrary:
         Each :func:`periodic_coordinates` joint is shifted by the whole turns that bring
         it nearest ``anchor`` (default the current state ``q_initial``) within its
         bounds: the same TCP pose, less joint motion (for the ur5's +-2 pi joints the
-        median squared motion of seeded solutions fell from 145 to 35 rad^2).
+        median squared motion of seeded solutions fell from about 150 to 19-35 rad^2).
         """
         out = self.q[self.nearest(problem, rows, first, count).reshape(-1)]
         c = self._periodic
@@ -231,8 +232,3 @@ def library_for(problem: IKProblem) -> SeedLibrary:
         while len(per_model) > CACHE_PER_MODEL:
             per_model.popitem(last=False)
     return library
-
-
-def warm_up() -> None:
-    """Import the k-d tree (``scipy.spatial``, about 0.25 s) so no search pays it."""
-    importlib.import_module("scipy.spatial")

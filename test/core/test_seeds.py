@@ -202,7 +202,7 @@ def test_a_nearest_state_is_a_better_start_than_a_uniform_draw(panda):
 def test_a_library_is_used_up_before_random_draws_take_over(panda, monkeypatch):
     panda.joint_q[:] = mid_range(panda)
     unreachable = [(DirectionUpTarget(0, (2.0, 0, 0), (1, 0, 0), (0, 0, 1)),)]
-    monkeypatch.setattr("direction_up_ik.core.search.LIBRARY_SIZE", 6)
+    monkeypatch.setattr(seeds, "LIBRARY_SIZE", 6)  # this (fresh) robot's library: 6 states
     calls = []
     real = seeds.SeedLibrary.seeds
 
