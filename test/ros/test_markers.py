@@ -126,7 +126,15 @@ class RvizLikeClient:
                     self._apply(msg)
 
     def assert_consecutive(self) -> None:
-        """Every update: type UPDATE, server_id set, payload, seq_num = previous + 1."""
+        """Every update: type UPDATE, server_id set, payload, seq_num = previous + 1, up to the
+        server's current sequence number (waited for: the last update may still be in flight
+        when the service answers)."""
+        current = self.call_get().sequence_number
+
+        def latest():
+            with self._lock:
+                return self.updates[-1].seq_num if self.updates else -1
+        wait_until(lambda: latest() >= current, what=f"the update with seq_num {current}")
         with self._lock:
             updates = list(self.updates)
         assert updates, "no update received"
@@ -136,7 +144,7 @@ class RvizLikeClient:
             assert msg.markers or msg.poses or msg.erases, f"empty update {msg.seq_num}"
         seqs = [m.seq_num for m in updates]
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
-        assert seqs[-1] == self.call_get().sequence_number
+        assert seqs[-1] == current
 
     def count(self) -> int:
         with self._lock:
