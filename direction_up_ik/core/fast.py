@@ -78,7 +78,7 @@ from .errors import NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem
 from .result import IKBatchResult
-from .settings import FD_EPSILON, MIN_STEP_NORM, STEP_SCALES
+from .settings import FD_EPSILON, MIN_STEP_NORM, STALL_RATIO, STEP_SCALES
 
 __all__ = ["PARALLEL_MIN_CANDIDATES", "solve", "supports", "warm_up"]
 
@@ -117,9 +117,10 @@ _PRISMATIC = 1
 
 # Stop reasons as small ints inside the kernel; _REASONS maps them back.
 (_CONVERGED, _NO_ACCEPTABLE_STEP, _STEP_TOO_SMALL, _MAX_ITERS, _NO_ACTIVE_JOINTS, _TIME_BUDGET,
- _SUPERSEDED) = range(7)
+ _SUPERSEDED, _STALLED) = range(8)
 _REASONS = (res.STOP_CONVERGED, res.STOP_NO_ACCEPTABLE_STEP, res.STOP_STEP_TOO_SMALL,
-            res.STOP_MAX_ITERS, res.STOP_NO_ACTIVE_JOINTS, res.STOP_TIME_BUDGET, res.STOP_SUPERSEDED)
+            res.STOP_MAX_ITERS, res.STOP_NO_ACTIVE_JOINTS, res.STOP_TIME_BUDGET, res.STOP_SUPERSEDED,
+            res.STOP_STALLED)
 
 # A numerical failure is recorded per candidate as fail_key = (iteration + 1) * 16 + phase
 # (iteration -1 = the start state), -1 when none: the smallest key is where the
@@ -151,11 +152,12 @@ _Targets = namedtuple("_Targets", (
 #: ``eps``, ``cos_eps``, ``sin_eps``: FD perturbation; ``step_scales`` (8,);
 #: ``active`` (A,) int64; ``lower``/``upper`` (A,) bounds of the active joints;
 #: ``q_initial`` (D,) the state the cost is measured from; ``analytic``: the
-#: exact Jacobian (:func:`jacobian_analytic`) instead of forward differences.
+#: exact Jacobian (:func:`jacobian_analytic`) instead of forward differences;
+#: ``stall_window`` (0 = off) and ``stall_ratio``: see ``SolverSettings.stall_window``.
 _Config = namedtuple("_Config", (
     "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
     "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
-    "active", "lower", "upper", "q_initial", "analytic"))
+    "active", "lower", "upper", "q_initial", "analytic", "stall_window", "stall_ratio"))
 
 #: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
 #: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
@@ -171,10 +173,11 @@ _State = namedtuple("_State", ("q", "r", "ssr", "err", "iterations", "reason", "
 #: Per-candidate scratch (B leading) so that no iteration allocates: node frames
 #: (K, 3, 3)/(K, 3), TCP poses (E, 3, 3)/(E, 3), 3x3 temporaries, the Jacobian
 #: (A, 9E), perturbed residuals (9E,), DLS arrays (A, A)/(A,), the trial state
-#: (D,) with its residuals/errors, a perturbed state (D,), squares (max(9E, A),).
+#: (D,) with its residuals/errors, a perturbed state (D,), squares (max(9E, A),), and
+#: the residual history of the stall test (max(1, stall_window),).
 _Work = namedtuple("_Work", (
     "node_rot", "node_pos", "tcp_rot", "tcp_pos", "local", "rot_p", "jac", "r_p", "h", "g",
-    "step", "matrix", "rhs", "value", "fixed", "trial", "r_t", "err_t", "q_p", "sq"))
+    "step", "matrix", "rhs", "value", "fixed", "trial", "r_t", "err_t", "q_p", "sq", "ssr_history"))
 
 
 # ==================================================================== clock
@@ -996,6 +999,21 @@ def iterate(b, it, m, tg, cfg, st, wk):
     if meets_tolerances(tg, cfg, b, st.err[b]):
         st.reason[b] = _CONVERGED
         st.done[b] = True
+    elif cfg.stall_window > 0 and not st.done[b]:
+        stall_test(b, cfg, st, wk.ssr_history[b])
+
+
+@jitable(inline="always")
+def stall_test(b, cfg, st, history):
+    """After an accepted step of candidate b: stop it as stalled when its residual is above
+    ``stall_ratio`` times the one ``stall_window`` steps before; record the residual.
+    history[k % w] holds the residual after k accepted steps (slot 0: the start state)."""
+    k = st.iterations[b]
+    slot = k % cfg.stall_window
+    if k >= cfg.stall_window and st.ssr[b] > cfg.stall_ratio * history[slot]:
+        st.reason[b] = _STALLED
+        st.done[b] = True
+    history[slot] = st.ssr[b]
 
 
 @jitable
@@ -1008,6 +1026,7 @@ def start_candidate(b, m, tg, cfg, st, wk):
         fail(st, b, -1, _PHASE_RESIDUAL)
         return False
     st.ssr[b] = sum_of_squares(st.r[b], wk.sq[b])
+    wk.ssr_history[b, 0] = st.ssr[b]
     st.reason[b] = _MAX_ITERS
     if meets_tolerances(tg, cfg, b, st.err[b]):
         st.reason[b] = _CONVERGED
@@ -1061,15 +1080,17 @@ def finish_candidate(b, tg, cfg, st, wk):
 
 
 @jitable
-def alloc_work(b, k, e, a, d):
-    """Scratch arrays for b candidates, k nodes, e slots, a active joints, d coordinates."""
+def alloc_work(b, k, e, a, d, w):
+    """Scratch arrays for b candidates, k nodes, e slots, a active joints, d coordinates,
+    stall window w."""
     n = 9 * e
     return _Work(
         np.zeros((b, k, 3, 3)), np.zeros((b, k, 3)), np.zeros((b, e, 3, 3)), np.zeros((b, e, 3)),
         np.zeros((b, 3, 3)), np.zeros((b, 3, 3)), np.zeros((b, a, n)), np.zeros((b, n)),
         np.zeros((b, a, a)), np.zeros((b, a)), np.zeros((b, a)), np.zeros((b, a, a)),
         np.zeros((b, a)), np.zeros((b, a)), np.zeros((b, a), dtype=np.bool_), np.zeros((b, d)),
-        np.zeros((b, n)), np.zeros((b, 3, e)), np.zeros((b, d)), np.zeros((b, max(n, a))))
+        np.zeros((b, n)), np.zeros((b, 3, e)), np.zeros((b, d)), np.zeros((b, max(n, a))),
+        np.zeros((b, max(1, w))))
 
 
 @njit_cached(nogil=True)
@@ -1080,7 +1101,7 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
     Returns True when a candidate hit a numerical failure (``st.fail_key``)."""
     model, targets, config, state = _Model(*m), _Targets(*tg), _Config(*cfg), _State(*st)
     work = alloc_work(state.err.shape[0], model.parent.shape[0], state.err.shape[2],
-                      config.active.shape[0], state.q.shape[1])
+                      config.active.shape[0], state.q.shape[1], config.stall_window)
     solve_rows(borrowed(model), borrowed(targets), borrowed(config), borrowed(state), borrowed(work),
                has_deadline, deadline_ns)
     keep_alive(work)
@@ -1200,7 +1221,7 @@ def _model(problem: IKProblem) -> _Model:
 #: The constant part of every _Config (the kernel only reads ``step_scales``).
 _CONSTANTS = dict(eps=float(FD_EPSILON), cos_eps=float(np.cos(FD_EPSILON)),
                   sin_eps=float(np.sin(FD_EPSILON)), min_step_norm=float(MIN_STEP_NORM),
-                  step_scales=np.array(STEP_SCALES, dtype=np.float64))
+                  step_scales=np.array(STEP_SCALES, dtype=np.float64), stall_ratio=float(STALL_RATIO))
 
 
 def _config(problem: IKProblem) -> tuple:
@@ -1224,7 +1245,7 @@ def _build_config(problem: IKProblem) -> _Config:
         active=active.astype(np.int64, order="C"), lower=problem.lower[active].astype(np.float64, order="C"),
         upper=problem.upper[active].astype(np.float64, order="C"),
         q_initial=problem.q_initial.astype(np.float64, order="C"),
-        analytic=problem.analytic_jacobian, **_CONSTANTS)
+        analytic=problem.analytic_jacobian, stall_window=s.stall_window, **_CONSTANTS)
 
 
 def _targets(problem: IKProblem) -> _Targets:

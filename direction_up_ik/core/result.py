@@ -15,6 +15,7 @@ STOP_MAX_ITERS = "max_iters"              # iteration budget used up
 STOP_NO_ACTIVE_JOINTS = "no_active_joints"  # nothing to move and tolerances not met
 STOP_TIME_BUDGET = "time_budget"          # a caller's deadline passed (search only)
 STOP_SUPERSEDED = "superseded"            # enough other starts of its candidate succeeded (search only)
+STOP_STALLED = "stalled"                  # < 5 % residual progress in stall_window steps (opt-in)
 
 
 @dataclass(frozen=True)

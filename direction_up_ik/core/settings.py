@@ -40,6 +40,13 @@ def as_float(value) -> float:
         return math.inf
 
 
+#: Integer settings and their least value.
+_INTEGERS = {"max_iters": 1, "stall_window": 0}
+#: ``SolverSettings.stall_window``: the residual must fall below this fraction of its
+#: value ``stall_window`` accepted steps earlier, or the candidate stops as stalled.
+STALL_RATIO = 0.95
+
+
 @dataclass(frozen=True)
 class SolverSettings:
     """Parameters of :func:`robo_solve_ik_direction_up_multi_batch`.
@@ -61,6 +68,11 @@ class SolverSettings:
             the forward difference by O(eps), so iterations and answers differ
             slightly). Robots with a mimic joint on a TCP chain use finite
             differences either way. The multi-seed search defaults to "analytic".
+        stall_window: 0 (the spec's stopping rules only) or w >= 1: a candidate
+            also stops, with reason "stalled", once its weighted sum of squared
+            residuals after k >= w accepted steps is more than ``STALL_RATIO``
+            (0.95) times the sum w steps before (less than 5 % progress in w
+            steps). The multi-seed search defaults to 4 (``SEARCH_STALL_WINDOW``).
     """
 
     max_position_error: float
@@ -72,6 +84,7 @@ class SolverSettings:
     damping: float = 1e-3
     max_step_norm: float = 0.25
     jacobian: str = "finite_difference"
+    stall_window: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -82,12 +95,14 @@ class SolverSettings:
                 if value not in JACOBIANS:
                     raise InputValidationError("jacobian", f"must be one of {list(JACOBIANS)}, got {value!r}")
                 continue
-            if field.name == "max_iters":
+            if field.name in _INTEGERS:
+                least = _INTEGERS[field.name]
+                rule = "a positive integer" if least == 1 else f"an integer >= {least}"
                 if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-                    raise InputTypeError("max_iters", f"must be a positive integer, got {value!r}")
-                if value < 1:
-                    raise InputValidationError("max_iters", f"must be a positive integer, got {value}")
-                object.__setattr__(self, "max_iters", int(value))
+                    raise InputTypeError(field.name, f"must be {rule}, got {value!r}")
+                if value < least:
+                    raise InputValidationError(field.name, f"must be {rule}, got {value}")
+                object.__setattr__(self, field.name, int(value))
                 continue
             if not is_real(value):
                 raise InputTypeError(field.name, f"must be a finite positive number, got {value!r}")

@@ -15,7 +15,8 @@ Per iteration, for each live candidate (spec 5.3, 5.4):
 4. Scale dq so that |dq| <= max_step_norm.
 5. Try scales 1, 1/2, ..., 1/128; accept the first that lowers sum(r^2) and obeys
    the position guard. None acceptable, |dq| < MIN_STEP_NORM, tolerances met or
-   max_iters used up stops the candidate.
+   max_iters used up stops the candidate (and, with the opt-in ``stall_window``,
+   less than 5 % residual progress over that many steps).
 
 Every evaluated state is rounded to float32 (the result type) and kept within
 the limits first, so the reported errors and success are exactly those of the
@@ -36,7 +37,7 @@ from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
 from .rotations import align_vector, align_vector_derivative, axis_error, axis_error_derivative
-from .settings import FD_EPSILON, MIN_STEP_NORM, STEP_SCALES, solver_settings
+from .settings import FD_EPSILON, MIN_STEP_NORM, STALL_RATIO, STEP_SCALES, solver_settings
 
 
 def robo_solve_ik_direction_up_multi_batch(
@@ -44,7 +45,7 @@ def robo_solve_ik_direction_up_multi_batch(
         max_position_error: float, root_world_xform=None, max_iters: int = 32,
         position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
         rotation_weight: float = 1.0, damping: float = 1e-3,
-        max_step_norm: float = 0.25, jacobian: str = "finite_difference",
+        max_step_norm: float = 0.25, jacobian: str = "finite_difference", stall_window: int = 0,
         backend: str = "auto") -> IKBatchResult:
     """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
 
@@ -60,7 +61,8 @@ def robo_solve_ik_direction_up_multi_batch(
         root_world_xform: (4, 4) root -> world; default ``robot.root_world_xform``.
         max_iters, position_tol (m), frame_tol_rad (rad), position_weight,
         rotation_weight, damping, max_step_norm (rad/m), jacobian
-            ("finite_difference", the spec's, or "analytic"): see
+            ("finite_difference", the spec's, or "analytic"), stall_window (0, the
+            spec's stopping rules, or an opt-in "no progress" stop): see
             :class:`~direction_up_ik.core.settings.SolverSettings`.
         backend: "numpy", "numba" or "auto"; see :func:`solve_problem`.
     Returns:
@@ -73,7 +75,8 @@ def robo_solve_ik_direction_up_multi_batch(
     settings = solver_settings(
         max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
         frame_tol_rad=frame_tol_rad, position_weight=position_weight,
-        rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian)
+        rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
+        stall_window=stall_window)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
     return solve_problem(problem, backend=backend)
 
@@ -350,6 +353,10 @@ class _Solver:
         if race is not None:
             group, quota = (np.asarray(x, dtype=np.int64).reshape(b) for x in race)
             run_id = np.cumsum(np.r_[False, group[1:] != group[:-1]])  # runs of equal group
+        window = s.stall_window
+        if window:  # history[c, k % w]: the residual after k accepted steps, kept for w steps
+            history = np.empty((b, window))
+            history[:, 0] = ssr
         for _ in range(s.max_iters):
             if race is not None:  # the seeds' race: stop the rest of a run that has enough successes
                 won = np.bincount(run_id, weights=done & (reason == res.STOP_CONVERGED))
@@ -397,6 +404,14 @@ class _Solver:
             converged = live[self.meets_tolerances(pos_err[live], dir_err[live], up_err[live], live)]
             reason[converged] = res.STOP_CONVERGED
             done[converged] = True
+            if window:
+                going = live[~done[live]]  # each took a step this iteration
+                k = iterations[going]
+                slot = k % window
+                stalled = (k >= window) & (ssr[going] > STALL_RATIO * history[going, slot])
+                reason[going[stalled]] = res.STOP_STALLED
+                done[going[stalled]] = True
+                history[going, slot] = ssr[going]
 
         success = self.meets_tolerances(pos_err, dir_err, up_err, everyone)
         delta = q[:, self.active] - q0[self.active]

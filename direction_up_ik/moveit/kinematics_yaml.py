@@ -17,6 +17,8 @@ Per planning group, MoveIt's keys::
         damping: 0.001
         max_step_norm: 1.0         # rad / m; default 1.0 with num_seeds > 0 (search), else 0.25 (spec)
         jacobian: analytic         # default analytic with num_seeds > 0 (search), else finite_difference (spec)
+        stall_window: 4            # default 4 with num_seeds > 0 (search: stop a solve making < 5 % progress
+                                   # in 4 steps), else 0 (spec)
         max_iters: 32
         num_seeds: 7               # random starts per round of seeds; 0 = the spec's single solve
         selection: least_motion    # or limit_center
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SELECTIONS
+from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_STALL_WINDOW, SELECTIONS
 from ..core.settings import SolverSettings
 
 LOG = logging.getLogger(__name__)
@@ -47,7 +49,7 @@ MOVEIT_KEYS = ("kinematics_solver", "kinematics_solver_search_resolution", "kine
                "kinematics_solver_attempts", "kinematics_solver_service_name")
 OWN_KEY = "direction_up_ik"
 _SETTINGS_KEYS = ("position_tol", "frame_tol_rad", "max_position_error", "position_weight",
-                  "rotation_weight", "damping", "max_step_norm", "max_iters", "jacobian")
+                  "rotation_weight", "damping", "max_step_norm", "max_iters", "jacobian", "stall_window")
 _OWN_KEYS = _SETTINGS_KEYS + ("num_seeds", "selection", "random_seed", "mode", "local_axes", "base_frame",
                               "tip_frames")
 DEFAULT_TIMEOUT = 0.005
@@ -70,7 +72,7 @@ class GroupKinematicsConfig:
     settings: SolverSettings = field(
         default_factory=lambda: SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR,
                                                max_step_norm=SEARCH_MAX_STEP_NORM,
-                                               jacobian=SEARCH_JACOBIAN))
+                                               jacobian=SEARCH_JACOBIAN, stall_window=SEARCH_STALL_WINDOW))
     num_seeds: int = 7
     selection: str = "least_motion"
     random_seed: Optional[int] = 0
@@ -134,6 +136,7 @@ def group_config(group: str, entry: Mapping[str, Any]) -> GroupKinematicsConfig:
     if kwargs.get("num_seeds", GroupKinematicsConfig.num_seeds) > 0:
         settings.setdefault("max_step_norm", SEARCH_MAX_STEP_NORM)
         settings.setdefault("jacobian", SEARCH_JACOBIAN)
+        settings.setdefault("stall_window", SEARCH_STALL_WINDOW)
     try:
         kwargs["settings"] = SolverSettings(**settings)
     except InputValidationError as exc:

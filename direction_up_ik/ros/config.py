@@ -30,7 +30,7 @@ from typing import Any, Mapping, Optional, Tuple
 import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SELECTIONS
+from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_STALL_WINDOW, SELECTIONS
 from ..core.settings import SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
@@ -122,6 +122,10 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
     ParameterSpec("search.jacobian", "string", SEARCH_JACOBIAN, "Jacobian of the search's local solves: "
                   "analytic (exact, faster) or finite_difference (the spec's, which the single start "
                   "always uses)"),
+    ParameterSpec("search.stall_window", "integer", SEARCH_STALL_WINDOW, "the search's local solves stop "
+                  "when their residual fell by less than 5 % over this many steps (the seeds take over); "
+                  "0 = off (the spec's stopping rules, which the single start always uses)",
+                  min_value=0, max_value=1000),
     ParameterSpec("search.time_budget", "double", 0.0, "seconds per request for the search; 0 = none "
                   "(then search.max_rounds rounds)", min_value=0.0, max_value=3600.0),
     ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds after the solve from the current "
@@ -370,14 +374,16 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     if selection not in SELECTIONS:
         raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
     solver = solver_settings_from_values(values)
-    # The search's local solves: solver.* with search.max_step_norm / search.jacobian,
+    # The search's local solves: solver.* with search.max_step_norm / jacobian / stall_window,
     # checked by SolverSettings' own rules (errors name the search.* parameter).
     try:
         search_solver = solver.replace(max_step_norm=_number(values, "search.max_step_norm", "double"),
-                                       jacobian=get("search.jacobian"))
+                                       jacobian=get("search.jacobian"),
+                                       stall_window=_number(values, "search.stall_window", "integer"))
     except InputValidationError as exc:
         raise ConfigError(f"search.{exc.field}", exc.rule) from None
     _check_range("search.max_step_norm", search_solver.max_step_norm)
+    _check_range("search.stall_window", search_solver.stall_window)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,

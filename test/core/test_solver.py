@@ -12,7 +12,7 @@ from direction_up_ik import (CandidateStructureError, DirectionUpTarget, InputTy
 from direction_up_ik.core import result as res
 from direction_up_ik.core import problem as problem_module
 
-from helpers import mid_range, targets_at
+from helpers import mid_range, random_in_limits, targets_at
 
 MPE = 0.03  # max_position_error used where a test does not care
 
@@ -340,6 +340,8 @@ def test_both_candidate_checks_accept_the_same_requests(dual_arm):
     (lambda r, c: dict(max_iters=0), InputValidationError, "max_iters: must be a positive integer, got 0"),
     (lambda r, c: dict(max_iters=2.5), InputTypeError, "max_iters: must be a positive integer"),
     (lambda r, c: dict(max_iters=True), InputTypeError, "max_iters: must be a positive integer"),
+    (lambda r, c: dict(stall_window=-1), InputValidationError, "stall_window: must be an integer >= 0, got -1"),
+    (lambda r, c: dict(stall_window=2.0), InputTypeError, "stall_window: must be an integer >= 0"),
     (lambda r, c: dict(position_tol=0.0), InputValidationError, "position_tol: must be a finite positive"),
     (lambda r, c: dict(frame_tol_rad=-1e-3), InputValidationError, "frame_tol_rad: must be a finite positive"),
     (lambda r, c: dict(damping=np.nan), InputValidationError, "damping: must be a finite positive"),
@@ -398,3 +400,40 @@ def test_memoised_settings_still_tell_types_apart():
             solver_settings(max_position_error=0.03, max_iters=bad)
     with pytest.raises(InputTypeError, match="damping: must be a finite positive number"):
         solver_settings(max_position_error=0.03, damping=[1e-3])
+
+
+def _ssr(result) -> np.ndarray:
+    """(B,) sum of squared residuals at the returned states (unit weights, full-pose targets)."""
+    return np.sum(result.position_error ** 2 + result.direction_error ** 2 + result.up_error ** 2, axis=-1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_stall_window_stops_a_candidate_after_too_little_progress(panda, backend):
+    # Beyond the spec, opt-in. An iteration depends on the joint state only, so a solve
+    # capped at k iterations is the first k steps of the uncapped one: the residual
+    # after k steps comes from solves with max_iters=k (k=0: no active joints, no step).
+    if backend == "numba":
+        pytest.importorskip("numba", reason="the compiled backend needs numba (requirements/core.txt)")
+    q = random_in_limits(panda, np.random.default_rng(12), 61)
+    panda.joint_q[:] = q[0]
+    candidates = [targets_at(panda, goal) for goal in q[1:]]
+    kwargs = dict(max_position_error=MPE, max_step_norm=1.0, jacobian="analytic", backend=backend)
+    window = 3
+    stalled = solve(panda, candidates, stall_window=window, **kwargs)
+    plain = solve(panda, candidates, **kwargs)
+    ssr = np.array([_ssr(solve(panda, candidates, active_dof_ids=(), **kwargs))]
+                   + [_ssr(solve(panda, candidates, max_iters=k, **kwargs)) for k in range(1, 33)]).T
+    reasons = np.array(stalled.stop_reason)
+    assert (reasons == res.STOP_STALLED).sum() >= 3 and (reasons == res.STOP_CONVERGED).sum() >= 10
+    for c in range(len(candidates)):
+        k = int(stalled.iterations[c])
+        if reasons[c] == res.STOP_STALLED:
+            # It stopped after its k-th step, where the residual first failed to fall 5 % in 3 steps...
+            assert k >= window and ssr[c, k] > 0.95 * ssr[c, k - window]
+            capped = solve(panda, [candidates[c]], max_iters=k, **kwargs)
+            np.testing.assert_array_equal(stalled.joint_q[c], capped.joint_q[0])
+        else:  # ...the others are the plain solve's.
+            np.testing.assert_array_equal(stalled.joint_q[c], plain.joint_q[c])
+            assert stalled.stop_reason[c] == plain.stop_reason[c]
+        for j in range(window, k):
+            assert not ssr[c, j] > 0.95 * ssr[c, j - window]

@@ -145,6 +145,7 @@ def test_kinematics_yaml_examples_load_for_every_bundled_robot():
     ("arm: {direction_up_ik: {selection: nearest}}", "arm.direction_up_ik.selection: must be one of"),
     ("arm: {direction_up_ik: {jacobian: exact}}", "arm.direction_up_ik.jacobian: must be one of"),
     ("arm: {direction_up_ik: {jacobian: 1}}", "arm.direction_up_ik.jacobian: must be one of"),
+    ("arm: {direction_up_ik: {stall_window: -1}}", "arm.direction_up_ik.stall_window: must be an integer >= 0"),
     ("arm: {direction_up_ik: {mode: position}}", "arm.direction_up_ik.mode: must be one of"),
     ("arm: {direction_up_ik: {bogus: 1}}", r"arm.direction_up_ik: unknown keys \['bogus'\]"),
     ("arm: [1, 2]", "arm: expected a mapping"),
@@ -233,14 +234,18 @@ def test_bridge_error_codes(change, code):
 
 
 def test_kinematics_yaml_step_cap_and_jacobian_defaults_follow_the_search():
-    """Groups that search default to the search's step cap and Jacobian; num_seeds 0 keeps
-    the spec's 0.25 and finite differences; explicit keys win."""
+    """Groups that search default to the search's step cap, Jacobian and stall stop; num_seeds 0
+    keeps the spec's 0.25, finite differences and no stall stop; explicit keys win."""
     groups = load_kinematics_yaml("searching: {}\n"
                                   "spec: {direction_up_ik: {num_seeds: 0}}\n"
-                                  "explicit: {direction_up_ik: {max_step_norm: 0.5, jacobian: finite_difference}}\n")
+                                  "explicit: {direction_up_ik: {max_step_norm: 0.5, jacobian: finite_difference, "
+                                  "stall_window: 0}}\n")
     assert groups["searching"].num_seeds > 0 and groups["searching"].settings.max_step_norm == 1.0
     assert groups["searching"].settings.jacobian == "analytic"
+    assert groups["searching"].settings.stall_window == 4
     assert groups["spec"].settings.max_step_norm == 0.25
     assert groups["spec"].settings.jacobian == "finite_difference"
+    assert groups["spec"].settings.stall_window == 0
     assert groups["explicit"].settings.max_step_norm == 0.5
     assert groups["explicit"].settings.jacobian == "finite_difference"
+    assert groups["explicit"].settings.stall_window == 0

@@ -21,6 +21,7 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.parameter import Parameter  # noqa: E402
 
 from direction_up_ik import robo_solve_ik_direction_up_multi_batch  # noqa: E402
+from direction_up_ik.core.search import SEARCH_STALL_WINDOW  # noqa: E402
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
@@ -486,24 +487,33 @@ def test_search_jacobian_parameter(ros):
         assert result.success
         return np.array(result.joint_positions)
 
-    def local(jacobian, max_step_norm):
+    def local(jacobian, max_step_norm, stall_window=SEARCH_STALL_WINDOW):
         """The core's solve of the same target from the same state."""
         model.joint_q[:] = node.start
         return robo_solve_ik_direction_up_multi_batch(model, (targets_at(model, goal),), max_position_error=0.03,
-                                                      max_step_norm=max_step_norm, jacobian=jacobian).joint_q[0]
+                                                      max_step_norm=max_step_norm, jacobian=jacobian,
+                                                      stall_window=stall_window).joint_q[0]
 
     assert node.get_params("search.jacobian") == ["analytic"]
+    assert node.get_params("search.stall_window") == [SEARCH_STALL_WINDOW]
     analytic, fd = local("analytic", 1.0), local("finite_difference", 1.0)
     assert not np.allclose(analytic, fd, rtol=0, atol=1e-6)  # the two Jacobians take different paths
     # round 0 of the search (from the current state) solves it
     np.testing.assert_allclose(solve(num_seeds=4), analytic, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(solve(), local("finite_difference", 0.25), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(solve(), local("finite_difference", 0.25, stall_window=0), rtol=0, atol=1e-6)
     assert node.set_param("search.jacobian", "finite_difference").successful
     np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)
     for bad in ("exact", "", "Analytic"):
         assert not node.set_param("search.jacobian", bad).successful
     assert node.get_params("search.jacobian") == ["finite_difference"]
     np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)
+    # search.stall_window: live, validated (0 = the spec's stopping rules only).
+    assert node.set_param("search.stall_window", 0).successful
+    np.testing.assert_allclose(solve(num_seeds=4), local("finite_difference", 1.0, stall_window=0),
+                               rtol=0, atol=1e-6)
+    for bad in (-1, 1001, 2.5):
+        assert not node.set_param("search.stall_window", bad).successful
+    assert node.get_params("search.stall_window") == [0]
 
 
 def test_moveit_bridge_configuration(ros, ros_context):
@@ -536,6 +546,7 @@ def test_moveit_bridge_configuration(ros, ros_context):
     ("search.max_step_norm", 0.0, ["search.max_step_norm", "finite positive"]),
     ("search.max_step_norm", 1e6, ["search.max_step_norm", "1000"]),
     ("search.jacobian", "exact", ["search.jacobian", "finite_difference", "analytic"]),
+    ("search.stall_window", -1, ["search.stall_window"]),
     ("command.time_from_start", -1.0, ["command.time_from_start"]),
     ("limits.max_candidates", 0, ["limits.max_candidates"]),
     ("active_joints", ["nope"], ["active_joints", "nope"]),
