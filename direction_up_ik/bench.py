@@ -19,7 +19,7 @@ when available); ``--compare-backends`` runs numpy and numba on the same
 targets and prints them side by side (success rates must be identical). The
 numba kernels are compiled or loaded before timing (``fast.warm_up``).
 ``--search`` adds the multi-seed search (``robo_search_ik_direction_up``,
-7 seeds, 5 ms budget), one target at a time: success rate, median/p95 ms.
+4 seeds, 5 ms budget), one target at a time: success rate, median/p95 ms.
 ``--memory N`` measures, in a fresh process per robot and backend, the peak
 resident set size (RSS) of one batched call over N candidates (e.g. 10000),
 against the process's RSS just before the call.
@@ -115,7 +115,7 @@ def auto_backend(backend: str):
             os.environ[BACKEND_ENV] = saved
 
 
-def bench_search(name: str, n: int, seed: int, backend: str = "auto", num_seeds: int = 7,
+def bench_search(name: str, n: int, seed: int, backend: str = "auto", num_seeds: int = 4,
                  time_budget: float = 0.005) -> Dict:
     """Multi-seed search on N reachable targets, one call per target (same targets as bench_robot)."""
     from .core.search import robo_search_ik_direction_up
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
     parser.add_argument("--compare-backends", action="store_true",
                         help="run numpy and numba on the same targets, side by side")
     parser.add_argument("--search", action="store_true",
-                        help="also time the multi-seed search (7 seeds, 5 ms) one target at a time")
+                        help="also time the multi-seed search (4 seeds, 5 ms) one target at a time")
     parser.add_argument("--memory", type=int, metavar="N",
                         help="also measure the peak RSS of one batched call over N candidates "
                              "(fresh process per robot and backend)")

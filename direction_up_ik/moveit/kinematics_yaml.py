@@ -20,7 +20,7 @@ Per planning group, MoveIt's keys::
         stall_window: 4            # default 4 with num_seeds > 0 (search: stop a solve making < 5 % progress
                                    # in 4 steps), else 0 (spec)
         max_iters: 32
-        num_seeds: 7               # random starts per round of seeds; 0 = the spec's single solve
+        num_seeds: 4               # starts per round of seeds; 0 = the spec's single solve
         selection: least_motion    # or limit_center
         random_seed: 0             # starts generator; -1 = from the OS
         mode: full                 # full | axis (roll about the tip's direction axis free)
@@ -73,7 +73,7 @@ class GroupKinematicsConfig:
         default_factory=lambda: SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR,
                                                max_step_norm=SEARCH_MAX_STEP_NORM,
                                                jacobian=SEARCH_JACOBIAN, stall_window=SEARCH_STALL_WINDOW))
-    num_seeds: int = 7
+    num_seeds: int = 4
     selection: str = "least_motion"
     random_seed: Optional[int] = 0
     mode: str = "full"
