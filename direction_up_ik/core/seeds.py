@@ -41,6 +41,9 @@ AXIS_SCALE = 0.3
 CACHE_PER_MODEL = 4
 _LIBRARY_SEED = 0x5EED
 _TURN = 2.0 * np.pi
+#: Points per k-d tree leaf: 32 answered 900 nearest-2 queries 10-20 % faster than scipy's 16
+#: (3.6 / 4.2 / 19.9 ms for the panda / ur5 / dual arm; 64 was no faster on the ur5).
+_LEAF_SIZE = 32
 
 
 def periodic_coordinates(robot) -> np.ndarray:
@@ -147,7 +150,8 @@ class SeedLibrary:
             tree = self._trees.get(key)
             if tree is None:
                 from scipy.spatial import cKDTree
-                tree = self._trees[key] = cKDTree(pose_features(*self.slot_axes(problem), has_direction, has_up))
+                tree = self._trees[key] = cKDTree(pose_features(*self.slot_axes(problem), has_direction, has_up),
+                                                  leafsize=_LEAF_SIZE)
             return tree
 
     def nearest(self, problem: IKProblem, rows: np.ndarray, first: int, count: int) -> np.ndarray:
