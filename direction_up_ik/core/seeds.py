@@ -127,7 +127,11 @@ class SeedLibrary:
         size = LIBRARY_SIZE if size is None else size
         self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
         self.tcp_rot, self.tcp_pos = problem.robot.tcp_poses(self.q, problem.root_world_xform)
-        self._periodic = problem.active[periodic_coordinates(problem.robot)[problem.active]]
+        a = problem.active
+        # Periodic joints whose bounds hold more than one copy of an angle (continuous ones,
+        # the ur5's +-2 pi); for the others no whole turn stays inside the bounds.
+        wide = ~(problem.upper[a] - problem.lower[a] <= _TURN)
+        self._periodic = a[periodic_coordinates(problem.robot)[a] & wide]
         for array in (self.q, self.tcp_rot, self.tcp_pos):
             array.setflags(write=False)
         self._trees: Dict[bytes, object] = {}
@@ -166,7 +170,7 @@ class SeedLibrary:
         if len(rows) == 0 or count == 0:
             return out
         has_direction, has_up = problem.has_direction[rows], problem.has_up[rows]
-        if (has_direction == has_direction[0]).all() and (has_up == has_up[0]).all():
+        if len(rows) == 1 or ((has_direction == has_direction[0]).all() and (has_up == has_up[0]).all()):
             groups = [(slice(None), has_direction[0], has_up[0])]  # the usual request: one pattern
         else:
             e = problem.num_targets
