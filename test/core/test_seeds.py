@@ -85,6 +85,8 @@ def test_nearest_ranks_match_a_brute_force_search_per_constraint_pattern(panda):
             d = d + seeds.AXIS_SCALE ** 2 * np.sum((tcp[:, :3, 1] - problem.target_up[row, 0]) ** 2, axis=-1)
         np.testing.assert_array_equal(ranks, np.argsort(d, kind="stable")[3:7])
     assert library.nearest(problem, rows[:0], 0, 2).shape == (0, 2)
+    # The panda's joints span less than a turn: its seeds are the library states as they are.
+    np.testing.assert_array_equal(library.seeds(problem, rows, 3, 4), library.q[got.reshape(-1)])
 
 
 def test_a_target_at_a_library_state_is_solved_from_that_state(panda):
