@@ -64,7 +64,7 @@ SEARCH_JACOBIAN = "analytic"
 #: Default ``stall_window`` of the search's local solves (the spec's single solve has
 #: none): a local solve whose residual fell by less than 5 % over its last 4 steps stops
 #: and leaves the rest to other seeds. On the 1000-target benchmark batches that took
-#: 5-23 % less time with the same success and joint motion (A/B in one process); of
+#: 3-23 % less time with the same success and joint motion (A/B in one process); of
 #: the solves from the current state it stopped, 0-4 in 1000 would have converged later.
 SEARCH_STALL_WINDOW = 4
 
