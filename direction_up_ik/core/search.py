@@ -359,7 +359,7 @@ def robo_search_ik_direction_up(
         time_budget: seconds for the whole call, or None. No new round starts
             after it and running solves stop at it (at an iteration boundary);
             round 0 always runs.
-        max_rounds: limit on the rounds of random seeds after round 0 (None =
+        max_rounds: limit on the rounds of seeds after round 0 (None =
             until the budget or enough successes; with neither, one round).
         min_successes: stop a candidate's rounds after this many accepted successes;
             within a round its seeds stop once this many have converged (the

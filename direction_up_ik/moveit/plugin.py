@@ -88,7 +88,8 @@ class DirectionUpKinematicsPlugin:
 
         The group's joints are the movable joints on the paths from ``base_frame``
         to the tips, in URDF order. ``search_discretization`` is accepted for API
-        compatibility; the search samples random seeds instead of discretising.
+        compatibility; the search samples seeds (library states nearest the target, then
+        random ones) instead of discretising.
         """
         if isinstance(tip_frames, str):
             tip_frames = [tip_frames]

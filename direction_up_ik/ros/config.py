@@ -109,12 +109,12 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   min_value=1, max_value=1000),
     ParameterSpec("limits.max_batch_size", "integer", 20000, "most targets (candidates x targets) "
                   "per request", min_value=1, max_value=10_000_000),
-    ParameterSpec("limits.max_seeds", "integer", 64, "most random starts per candidate and round "
+    ParameterSpec("limits.max_seeds", "integer", 64, "most starts per candidate and round "
                   "of the multi-seed search (search.num_seeds or overrides.num_seeds)",
                   min_value=0, max_value=100000),
-    ParameterSpec("search.num_seeds", "integer", 0, "multi-seed search: random in-limit starts per "
-                  "candidate and round of seeds, after the solve from the current state; 0 = the "
-                  "spec's single start", min_value=0, max_value=100000),
+    ParameterSpec("search.num_seeds", "integer", 0, "multi-seed search: in-limit starts per candidate "
+                  "and round of seeds (the seed library's nearest the target first), after the solve from "
+                  "the current state; 0 = the spec's single start", min_value=0, max_value=100000),
     ParameterSpec("search.max_step_norm", "double", SEARCH_MAX_STEP_NORM, "step cap of the search's "
                   "local solves, rad / m (solver.max_step_norm applies to the spec's single start; "
                   "a request's overrides.max_step_norm wins over both)", min_value=0.0,

@@ -212,7 +212,7 @@ def test_batch_row_equals_solving_that_candidate_alone(sc):
 @settings(PROFILE)
 @given(sc=scenarios(max_candidates=4))
 def test_search_keeps_the_invariants_and_round_zero_successes(sc):
-    """The multi-seed search (round 0, then racing rounds of random seeds): every success
+    """The multi-seed search (round 0, then racing rounds of seeds): every success
     is real under independent FK, joints stay in their limits, inactive joints keep their
     input, cost is the motion from the current state, best_index the least cost, and a
     candidate its round 0 solves keeps exactly that answer."""
