@@ -80,7 +80,7 @@ from .problem import IKProblem
 from .result import IKBatchResult
 from .settings import FD_EPSILON, MIN_STEP_NORM, STALL_RATIO, STEP_SCALES
 
-__all__ = ["PARALLEL_MIN_CANDIDATES", "solve", "supports", "warm_up"]
+__all__ = ["PARALLEL_MIN_CANDIDATES", "nearest_ranks", "solve", "supports", "warm_up"]
 
 
 def njit_cached(fn=None, **options):
@@ -1156,6 +1156,45 @@ def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
         finish_candidate(b, tg, cfg, st, wk)
 
 
+# ============================================================ seed ranking
+@njit_cached(nogil=True)
+def nearest_ranks(points, queries, first, count):
+    """Brute-force nearest neighbours: (n, count) int64, for each row of ``queries`` (n, F)
+    the indices of the ``points`` (M, F) at Euclidean distance ranks ``first`` ..
+    ``first + count - 1`` (equal distances: lower index first). For a few queries
+    (the search's single-target seeding) one pass over M points beats a k-d tree
+    query; :class:`direction_up_ik.core.seeds.SeedLibrary` picks between the two."""
+    n, f = queries.shape
+    m = points.shape[0]
+    k = first + count
+    out = np.empty((n, count), dtype=np.int64)
+    best_d = np.empty(k)
+    best_i = np.empty(k, dtype=np.int64)
+    for r in range(n):
+        size = 0
+        for j in range(m):
+            d = 0.0
+            for c in range(f):
+                t = points[j, c] - queries[r, c]
+                d += t * t
+            if size == k and not d < best_d[k - 1]:
+                continue
+            # best_d[:size] is sorted; when full, the last one drops out. Insert after every
+            # equal or smaller distance.
+            pos = size if size < k else k - 1
+            while pos > 0 and d < best_d[pos - 1]:
+                best_d[pos] = best_d[pos - 1]
+                best_i[pos] = best_i[pos - 1]
+                pos -= 1
+            best_d[pos] = d
+            best_i[pos] = j
+            if size < k:
+                size += 1
+        for c in range(count):
+            out[r, c] = best_i[first + c]
+    return out
+
+
 # ================================================================== driver
 _models: "weakref.WeakKeyDictionary[RobotKinematics, dict]" = weakref.WeakKeyDictionary()
 _models_lock = threading.Lock()
@@ -1419,4 +1458,5 @@ def warm_up() -> float:
         problem = build_problem(robot, targets, None, "cpu", None, settings)
         solve(problem, parallel=False)
         solve(problem, deadline=time.perf_counter() + 60.0, parallel=True)
+    nearest_ranks(np.zeros((4, 3)), np.zeros((1, 3)), 1, 2)
     return time.perf_counter() - t0

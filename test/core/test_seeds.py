@@ -89,6 +89,23 @@ def test_nearest_ranks_match_a_brute_force_search_per_constraint_pattern(panda):
     np.testing.assert_array_equal(library.seeds(problem, rows, 3, 4), library.q[got.reshape(-1)])
 
 
+def test_the_compiled_scan_ranks_like_the_tree(panda, dual_arm):
+    pytest.importorskip("numba", reason="the scan is compiled with numba (requirements/core.txt)")
+    for robot, candidates in ((panda, _mixed_modes(panda, 30, np.random.default_rng(21))),
+                              (dual_arm, reachable_candidates(dual_arm, random_configurations(
+                                  dual_arm, np.random.default_rng(22), 12)))):
+        robot.joint_q[:] = np.clip(0.0, robot.lower_limits, robot.upper_limits)
+        problem = _problem(robot, candidates)
+        library = seeds.library_for(problem)
+        rows = np.arange(len(candidates))[::-1]
+        for first, count in ((0, 1), (0, 7), (5, 3)):
+            scanned = library.nearest(problem, rows, first, count, method="scan")
+            np.testing.assert_array_equal(scanned, library.nearest(problem, rows, first, count, method="tree"))
+        # "auto" scans few candidates and queries the tree for many: the same ranks.
+        np.testing.assert_array_equal(library.nearest(problem, rows[:seeds.SCAN_ROWS], 0, 4),
+                                      library.nearest(problem, rows[:seeds.SCAN_ROWS], 0, 4, method="tree"))
+
+
 def test_a_target_at_a_library_state_is_solved_from_that_state(panda):
     panda.joint_q[:] = mid_range(panda)
     probe = _problem(panda, [targets_at(panda, mid_range(panda))])
