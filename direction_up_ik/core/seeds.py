@@ -21,7 +21,6 @@ seeds are the same whatever the search's ``random_seed``.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -31,7 +30,7 @@ import numpy as np
 
 from .kinematics import NODE_REVOLUTE
 from .problem import IKProblem
-from .solver import BACKEND_ENV
+from .solver import compiled_backend_allowed, compiled_module
 
 #: Joint states per library (4096: building takes 4-11 ms; 1024 and 16384 solved
 #: the 1000-target benchmark batches in about the same iterations).
@@ -228,22 +227,13 @@ class SeedLibrary:
 #: (cold caches; 22 us when repeated) and about 15 us scanning; 900 targets take 4 ms through
 #: the tree and about 15 ms scanning.
 SCAN_ROWS = 8
-_scan_function = None  # fast.nearest_ranks once imported, False when numba is unavailable
 
 
 def _scanner():
-    """The compiled scan, or None without numba or with the numpy backend forced
-    (``DIRECTION_UP_IK_BACKEND=numpy``)."""
-    global _scan_function
-    if os.environ.get(BACKEND_ENV) == "numpy":
-        return None
-    if _scan_function is None:
-        try:
-            from .fast import nearest_ranks
-            _scan_function = nearest_ranks
-        except (ImportError, OSError):  # numba missing or broken: the tree does all
-            _scan_function = False
-    return _scan_function or None
+    """The compiled scan (``fast.nearest_ranks``), or None without numba or with the numpy
+    backend forced (``DIRECTION_UP_IK_BACKEND=numpy``): then the tree does all."""
+    module = compiled_module() if compiled_backend_allowed() else None
+    return None if module is None or isinstance(module, Exception) else module.nearest_ranks
 
 
 _libraries: "weakref.WeakKeyDictionary[object, OrderedDict]" = weakref.WeakKeyDictionary()

@@ -88,31 +88,44 @@ BACKEND_ENV = "DIRECTION_UP_IK_BACKEND"
 _fast_module = None  # direction_up_ik.core.fast once imported, or the ImportError
 
 
+def compiled_module():
+    """:mod:`direction_up_ik.core.fast`, or the exception that stopped its import (numba
+    missing, broken or incompatible); imported on first call, once per process."""
+    global _fast_module
+    if _fast_module is None:
+        try:
+            from . import fast as module
+        except (ImportError, OSError) as exc:
+            module = exc
+        _fast_module = module
+    return _fast_module
+
+
+def compiled_backend_allowed() -> bool:
+    """False when ``DIRECTION_UP_IK_BACKEND=numpy`` keeps "auto" (and helpers) off numba."""
+    return os.environ.get(BACKEND_ENV) != "numpy"
+
+
 def _fast_backend(problem: IKProblem, backend: str):
     """The compiled backend module to use for ``problem``, or None for numpy."""
-    global _fast_module
     if backend not in BACKENDS:
         raise InputValidationError("backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
     if backend == "auto" and os.environ.get(BACKEND_ENV) in ("numpy", "numba"):
         backend = os.environ[BACKEND_ENV]
     if backend == "numpy":
         return None
-    if _fast_module is None:
-        try:
-            from . import fast as _fast_module
-        except (ImportError, OSError) as exc:  # numba missing, or broken / incompatible
-            _fast_module = exc
-    if isinstance(_fast_module, Exception):
+    module = compiled_module()
+    if isinstance(module, Exception):
         if backend == "numba":
-            raise InputValidationError("backend", f"'numba' is unavailable ({_fast_module}); "
-                                                  "install requirements/core.txt") from _fast_module
+            raise InputValidationError("backend", f"'numba' is unavailable ({module}); "
+                                                  "install requirements/core.txt") from module
         return None
-    if not _fast_module.supports(problem):
+    if not module.supports(problem):
         if backend == "numba":
             raise InputValidationError("backend", "'numba' does not support this robot model "
                                                   f"({type(problem.robot).__name__})")
         return None
-    return _fast_module
+    return module
 
 
 def warm_up_backend() -> Optional[float]:
@@ -121,17 +134,10 @@ def warm_up_backend() -> Optional[float]:
     Returns seconds taken, or None when "auto" runs the numpy backend. Long-running
     processes (the ROS node) call it at start-up so no request pays the compile time.
     """
-    global _fast_module
-    if os.environ.get(BACKEND_ENV) == "numpy":
+    module = compiled_module() if compiled_backend_allowed() else None
+    if module is None or isinstance(module, Exception):
         return None
-    if _fast_module is None:
-        try:
-            from . import fast as _fast_module
-        except (ImportError, OSError) as exc:
-            _fast_module = exc
-    if isinstance(_fast_module, Exception):
-        return None
-    return _fast_module.warm_up()
+    return module.warm_up()
 
 
 def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
