@@ -161,8 +161,9 @@ def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selecti
         return cost
     a = problem.active
     lo, hi = problem.lower[a], problem.upper[a]
-    bounded = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
-    mid = np.where(bounded, 0.5 * (np.where(bounded, lo, 0) + np.where(bounded, hi, 0)), 0.0)
+    center, bounded = _limit_centers(problem)
+    bounded = bounded[a] & (hi > lo)
+    mid = np.where(bounded, center[a], 0.0)
     half = np.where(bounded, 0.5 * (np.where(bounded, hi, 1) - np.where(bounded, lo, 0)), 1.0)
     z = np.where(bounded, (q[:, a].astype(np.float64) - mid) / half, 0.0)
     return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
@@ -174,9 +175,15 @@ def seed_anchor(problem: IKProblem, selection: str) -> np.ndarray:
     centres (bounded joints) for "limit_center"."""
     if selection == "least_motion":
         return problem.q_initial
+    center, bounded = _limit_centers(problem)
+    return np.where(bounded, center, problem.q_initial)
+
+
+def _limit_centers(problem: IKProblem):
+    """((D,) centres of the joint bounds, 0 where unbounded; (D,) bool, both bounds finite)."""
     bounded = np.isfinite(problem.lower) & np.isfinite(problem.upper)
     center = 0.5 * (np.where(bounded, problem.lower, 0.0) + np.where(bounded, problem.upper, 0.0))
-    return np.where(bounded, center, problem.q_initial)
+    return center, bounded
 
 
 def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optional[float] = None,

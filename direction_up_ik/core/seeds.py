@@ -59,14 +59,15 @@ def periodic_coordinates(robot) -> np.ndarray:
     return out
 
 
-def start_bounds(problem: IKProblem):
+def start_bounds(problem: IKProblem, around: Optional[np.ndarray] = None):
     """(lo, hi) (A,) where :func:`random_starts` draws the active joints: the problem's
-    bounds, q0 +- pi for an unbounded (continuous) joint."""
-    q0, a = problem.q_initial, problem.active
+    bounds, ``around`` +- pi for an unbounded (continuous) joint (default: its current value)."""
+    a = problem.active
     lo, hi = problem.lower[a], problem.upper[a]
     if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-        lo = np.where(np.isfinite(lo), lo, q0[a] - np.pi)
-        hi = np.where(np.isfinite(hi), hi, q0[a] + np.pi)
+        center = problem.q_initial[a] if around is None else around
+        lo = np.where(np.isfinite(lo), lo, center - np.pi)
+        hi = np.where(np.isfinite(hi), hi, center + np.pi)
     return lo, hi
 
 
@@ -84,10 +85,9 @@ def random_starts(problem: IKProblem, count: int, rng: np.random.Generator, boun
 
 
 def library_bounds(problem: IKProblem):
-    """(lo, hi) (A,) of a library's draws: the problem's bounds, [-pi, pi] for a continuous joint."""
-    a = problem.active
-    lo, hi = problem.lower[a], problem.upper[a]
-    return np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi)
+    """(lo, hi) (A,) of a library's draws: the problem's bounds, [-pi, pi] for a continuous joint
+    (not around the current value, so that a library serves every current state)."""
+    return start_bounds(problem, around=0.0)
 
 
 def pose_features(position: np.ndarray, direction: np.ndarray, up: np.ndarray,
