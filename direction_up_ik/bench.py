@@ -40,8 +40,9 @@ from typing import Dict, List
 
 import numpy as np
 
-from .core import DirectionUpTarget, robo_solve_ik_direction_up_multi_batch
+from .core import robo_solve_ik_direction_up_multi_batch
 from .core.kinematics import mid_range, random_in_limits
+from .core.targets import full_pose_candidates
 from .robots import load_robot
 
 DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
@@ -54,9 +55,7 @@ random_configurations = random_in_limits
 
 def reachable_candidates(robot, configurations: np.ndarray) -> List[tuple]:
     """One full-pose candidate (every EE, TCP convention) per configuration."""
-    tcp = robot.tcp_transforms(configurations)
-    return [tuple(DirectionUpTarget(e, t[e, :3, 3], t[e, :3, 2], t[e, :3, 1], None, None)
-                  for e in range(robot.num_end_effectors)) for t in tcp]
+    return full_pose_candidates(robot.tcp_transforms(configurations))
 
 
 def bench_robot(name: str, n: int, seed: int, backend: str = "auto") -> Dict:

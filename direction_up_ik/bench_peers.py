@@ -77,9 +77,9 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .core import (DirectionUpTarget, robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch,
-                   warm_up_search)
+from .core import robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch, warm_up_search
 from .core.kinematics import mid_range
+from .core.targets import full_pose_candidates
 from .core.urdf_loader import parse_urdf
 from .robots import bundled_robot, load_robot
 
@@ -137,12 +137,8 @@ class Problem:
         self.targets = np.asarray(self.robot.tcp_transforms(self.q_targets), dtype=np.float64)
         self.starts = {"mid_range": mid_range(self.robot),
                        "random": sample_in_limits(lo, hi, rng, 1)[0]}
-        e = self.robot.num_end_effectors
-        self.candidates = [tuple(DirectionUpTarget(k, t[k, :3, 3], t[k, :3, 2], t[k, :3, 1], None, None)
-                                 for k in range(e)) for t in self.targets]
-        self.warmup_candidates = [tuple(DirectionUpTarget(k, t[k, :3, 3], t[k, :3, 2], t[k, :3, 1],
-                                                          None, None) for k in range(e))
-                                  for t in self.robot.tcp_transforms(sample_in_limits(lo, hi, rng, 2))]
+        self.candidates = full_pose_candidates(self.targets)
+        self.warmup_candidates = full_pose_candidates(self.robot.tcp_transforms(sample_in_limits(lo, hi, rng, 2)))
 
     @property
     def n(self) -> int:

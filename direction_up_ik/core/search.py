@@ -39,7 +39,7 @@ from .result import IKBatchResult
 from .seeds import library_for, random_starts, start_bounds
 from .settings import as_float, is_real, solver_settings
 from .solver import solve_problem
-from .targets import DirectionUpTarget
+from .targets import full_pose_candidates
 
 SELECTIONS = ("least_motion", "limit_center")
 #: Where the rounds after round 0 start: "nearest" = the library states whose TCP poses
@@ -330,9 +330,7 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
     """
     start = time.perf_counter()
     if candidates is None:
-        tcp = robot.tcp_transforms(robot.joint_q)
-        candidates = [tuple(DirectionUpTarget(e, t[:3, 3], t[:3, 2], t[:3, 1], None, None)
-                            for e, t in enumerate(tcp))]
+        candidates = full_pose_candidates(robot.tcp_transforms(robot.joint_q[None]))
     settings = solver_settings(max_position_error=1.0, max_step_norm=SEARCH_MAX_STEP_NORM,
                                jacobian=SEARCH_JACOBIAN)
     problem = build_problem(robot, candidates, active_dof_ids, "cpu", root_world_xform, settings,

@@ -227,3 +227,10 @@ _TCP_LOCAL_PAIR = tuple(_readonly(a) for a in orthonormal_pair(TCP_LOCAL_DIRECTI
                                                                  "local_direction", "local_up"))
 _DEFAULT_LOCAL_PAIR = tuple(_readonly(a) for a in orthonormal_pair(DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP,
                                                                      "local_direction", "local_up"))
+
+
+def full_pose_candidates(tcp) -> list:
+    """One candidate per row of ``tcp`` (N, E, 4, 4) TCP world transforms: a full-pose target
+    (TCP convention: +Z working axis, +Y up) for every end effector, at that pose."""
+    return [tuple(DirectionUpTarget(e, t[e, :3, 3], t[e, :3, 2], t[e, :3, 1], None, None)
+                  for e in range(len(t))) for t in tcp]
