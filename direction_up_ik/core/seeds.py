@@ -5,7 +5,8 @@ the benchmark's random reachable targets (panda 36 %, ur5 60 %); from the neares
 of 4096 library states by TCP pose, 72-78 %, converging in a median of 3-5
 iterations instead of about 9. The library samples ``LIBRARY_SIZE`` joint states
 uniformly in the bounds once, keeps their TCP poses and answers "the k-th
-nearest states to each target" with a k-d tree over :func:`pose_features`.
+nearest states to each target" over :func:`pose_features`: a compiled scan of the
+library for a few targets, a k-d tree for many (:meth:`SeedLibrary.nearest`).
 
 A library depends only on what its FK depends on: the model, the active joints,
 their bounds, the values of the inactive coordinates and the root transform. It
@@ -29,6 +30,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .kinematics import NODE_REVOLUTE
+from .errors import InputValidationError
 from .problem import IKProblem
 from .solver import compiled_backend_allowed, compiled_module
 
@@ -174,6 +176,8 @@ class SeedLibrary:
         needs numba), "tree" (the k-d tree) or "auto": a scan for at most ``SCAN_ROWS``
         candidates when numba is available, else the tree. Both rank exactly.
         """
+        if method not in NEAREST_METHODS:
+            raise InputValidationError("method", f"must be one of {list(NEAREST_METHODS)}, got {method!r}")
         rows = np.asarray(rows, dtype=np.int64)
         out = np.empty((len(rows), count), dtype=np.int64)
         if len(rows) == 0 or count == 0:
@@ -227,6 +231,8 @@ class SeedLibrary:
 #: (cold caches; 22 us when repeated) and about 15 us scanning; 900 targets take 4 ms through
 #: the tree and about 15 ms scanning.
 SCAN_ROWS = 8
+#: Values of ``SeedLibrary.nearest``'s ``method``.
+NEAREST_METHODS = ("auto", "scan", "tree")
 
 
 def _scanner():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from direction_up_ik import (DirectionUpTarget, JointLimitError, RobotKinematics, robo_search_ik_direction_up,
-                             robo_solve_ik_direction_up_multi_batch)
+from direction_up_ik import (DirectionUpTarget, InputValidationError, JointLimitError, RobotKinematics,
+                             robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch)
 from direction_up_ik.core import warm_up_search
 from direction_up_ik.bench import random_configurations, reachable_candidates
 from direction_up_ik.core import seeds
@@ -104,6 +104,8 @@ def test_the_compiled_scan_ranks_like_the_tree(panda, dual_arm):
         # "auto" scans few candidates and queries the tree for many: the same ranks.
         np.testing.assert_array_equal(library.nearest(problem, rows[:seeds.SCAN_ROWS], 0, 4),
                                       library.nearest(problem, rows[:seeds.SCAN_ROWS], 0, 4, method="tree"))
+    with pytest.raises(InputValidationError, match=r"method: must be one of \['auto', 'scan', 'tree'\], got 'kd'"):
+        library.nearest(problem, rows, 0, 1, method="kd")
 
 
 def test_a_target_at_a_library_state_is_solved_from_that_state(panda):
