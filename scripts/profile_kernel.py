@@ -18,8 +18,9 @@ Workloads, on the benchmark's reproducible targets (``direction_up_ik.bench_peer
 solves all targets from the start state and then two racing random seeds for each target it
 missed, both as serial calls (one thread: one profile); ``single`` solves the targets one per
 call, with the search's step cap; both with the search's Jacobian unless ``--jacobian`` says
-otherwise. It found, for example, that numba's atomic reference
-counting took about 30 % of a batch (fixed by ``fast.borrowed``).
+otherwise. It found, for example, that numba's reference counting took about 30 % of
+a batch, then (as calls on null pointers and spilled registers) a third of what was left
+(fixed by compiling ``fast.solve_rows`` without numba's runtime).
 
 This reads numba internals (the compiled library's execution engine); it is a developer's
 tool, not part of the package.
@@ -55,7 +56,7 @@ from direction_up_ik.core.settings import solver_settings  # noqa: E402
 def write_perf_map(path: str) -> int:
     """Name the kernel's compiled functions for perf: "<start> <size> <name>" lines (hex)."""
     entries = []
-    for compiled in fast.run_serial.overloads.values():
+    for compiled in [*fast.run_serial.overloads.values(), *fast.solve_rows.overloads.values()]:
         engine = compiled.library._codegen._engine._ee
         for function in compiled.library._final_module.functions:
             if function.is_declaration:

@@ -28,15 +28,19 @@ Reductions that numpy does pairwise (``np.sum`` over 8 or more values: the
 sum of squared residuals, norms of steps over 8+ joints) use numpy's pairwise
 order here too (:func:`pairwise_sum`).
 
-Compilation: the one kernel called from Python, :func:`run_serial`, is
-``@njit(cache=True)`` (:func:`njit_cached`); the small functions it calls (FK,
-residual, Jacobian, DLS step, line search) are ``@register_jitable``
-(:func:`jitable`) and compiled into it; the tiniest and the hot FK / residual
-helpers, and ``iterate`` (one call site), are inlined in numba's IR. The hot
-helpers take the few arrays they use rather than whole namedtuples: each array
-passed to a call costs reference counting, about 0.3 us per call for the big
-tuples (measured before :func:`borrowed`, which now makes that counting a null
-check: it took about 30 % of a big solve). (Inlining every helper instead was
+Compilation: the kernel called from Python, :func:`run_serial`, is
+``@njit(cache=True)`` (:func:`njit_cached`); it allocates the scratch arrays and
+calls :func:`solve_rows`, a second cached kernel compiled **without numba's
+runtime** (``_nrt=False``): no reference counting of arrays at all. With it every
+array view taken and every array passed to a call cost an ``NRT_incref``/``NRT_decref``
+call (atomic before the arrays were borrowed with null memory-info pointers,
+still a call and a spilled register after): the run-time-free kernel takes about
+0.64 x the time of a 1000-target batch (ur5, serial) and 0.75 x per single target,
+with bit-identical results. Code below ``solve_rows`` therefore cannot allocate
+(:func:`stack_array` for scratch). The small functions it calls (FK, residual,
+Jacobian, DLS step, line search) are ``@register_jitable`` (:func:`jitable`) and
+compiled into it; the tiniest and the hot FK / residual helpers, and ``iterate``
+(one call site), are inlined in numba's IR. (Inlining every helper instead was
 20 % faster but compiles in about 120 s. Making every helper its own cached
 ``njit`` function gives the same machine code but doubles the cold compile time:
 numba re-optimises each caller together with everything it calls.) The cache
@@ -72,6 +76,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
+from numba.np.arrayobj import populate_array
 
 from . import result as res
 from .errors import NumericalFailure
@@ -203,39 +208,24 @@ def clock_ns(typingctx, clock_id):
 
 
 @intrinsic
-def borrowed(typingctx, tup):
-    """The tuple with every array member's memory-info (and parent) pointer cleared.
-
-    numba counts references to an array's buffer with atomic instructions on every
-    view taken and every call it is passed to (``NRT_incref``/``NRT_decref``); with a
-    null memory-info pointer those calls return at once. In the kernel that counting
-    took about 30 % of the run time (perf, 6321 racing seeds of the panda). Safe
-    here because the owners (the caller's arrays, :func:`alloc_work`'s in
-    :func:`run_serial`) outlive the call and no array of the kernel escapes it.
-    """
-    if not isinstance(tup, types.BaseTuple):
+def stack_array(typingctx, length, dtype):
+    """An uninitialised (length,) C array of ``dtype`` (a numba number class, e.g.
+    ``np.int64``) in the calling function's stack frame; ``length`` must be an integer
+    literal. Scratch for code compiled without numba's runtime (:func:`solve_rows`),
+    where ``np.empty`` is not available; it must not outlive the function."""
+    if not isinstance(length, types.IntegerLiteral) or not isinstance(dtype, types.NumberClass):
         return None
+    array_type = types.Array(dtype.instance_type, 1, "C")
 
     def codegen(context, builder, signature, args):
-        (value,) = args
-        out = value
-        for i, typ in enumerate(tup.types):
-            if isinstance(typ, types.Array):
-                ary = context.make_array(typ)(context, builder, value=builder.extract_value(value, i))
-                ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
-                ary.parent = cgutils.get_null_value(ary.parent.type)
-                out = builder.insert_value(out, ary._getvalue(), i)
-        return out
-    return tup(tup), codegen
-
-
-@intrinsic
-def keep_alive(typingctx, value):
-    """No-op use of ``value``: numba frees a variable after its last use, so the owner
-    of arrays used through :func:`borrowed` must be "used" after the work on them."""
-    def codegen(context, builder, signature, args):
-        return context.get_dummy_value()
-    return types.none(value), codegen
+        item = context.get_data_type(dtype.instance_type)
+        data = cgutils.alloca_once(builder, item, size=length.literal_value)
+        ary = context.make_array(array_type)(context, builder)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(item))
+        populate_array(ary, data=data, shape=[context.get_constant(types.intp, length.literal_value)],
+                       strides=[itemsize], itemsize=itemsize, meminfo=None)
+        return ary._getvalue()
+    return array_type(length, dtype), codegen
 
 
 # =========================================================== 3-vector helpers
@@ -383,15 +373,17 @@ def pairwise_sum(x, start, n):
 
     numpy splits more than 128 values into halves (the first a multiple of 8)
     recursively and adds the halves' sums; this evaluates that tree with an
-    explicit stack (numba cannot cache recursive functions).
+    explicit stack in the caller's frame (numba cannot cache recursive functions,
+    and the kernel has no heap: :func:`stack_array`). 64 frames suffice for any n
+    (each level at least halves it).
     """
     if n <= 128:
         return pairwise_block(x, start, n)
     # post-order walk; a frame is (start, n, stage 0/1/2 = left/right/combine, left sum)
-    s_start = np.empty(64, dtype=np.int64)
-    s_n = np.empty(64, dtype=np.int64)
-    s_left = np.empty(64)
-    s_stage = np.zeros(64, dtype=np.int64)
+    s_start = stack_array(64, np.int64)
+    s_n = stack_array(64, np.int64)
+    s_left = stack_array(64, np.float64)
+    s_stage = stack_array(64, np.int64)
     top = 0
     s_start[0], s_n[0], s_stage[0] = start, n, 0
     result = 0.0
@@ -518,9 +510,8 @@ def slot_residual(rot, pos, tg, b, e, w_pos, w_rot, r, err):
 
 
 # The hot helpers below take the few arrays they use, not the whole _Work / _Config
-# tuples: every array passed to a (non-inlined) call costs its reference counting
-# (a null check since borrowed(), an atomic add before), and passing those tuples
-# made each call about 0.3 us slower (measured before borrowed()).
+# tuples (with reference counting, before solve_rows ran without numba's runtime,
+# passing those tuples made each call about 0.3 us slower).
 @jitable
 def evaluate(m, tg, w_pos, w_rot, b, q, node_rot, node_pos, local, tcp_rot, tcp_pos, r, err):
     """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b.
@@ -1095,27 +1086,26 @@ def alloc_work(b, k, e, a, d, w):
 
 @njit_cached(nogil=True)
 def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
-    """The compiled entry point: :func:`solve_rows` with its four namedtuples passed
-    as plain tuples (``tuple(m)``, ...), rebuilt here. numba's dispatcher types plain
+    """The compiled entry point: allocates the scratch (:func:`alloc_work`) and runs
+    :func:`solve_rows`, with its four namedtuples passed as plain tuples (``tuple(m)``, ...), rebuilt here. numba's dispatcher types plain
     tuples in C but namedtuples in Python: this saves about 6 us per call.
     Returns True when a candidate hit a numerical failure (``st.fail_key``)."""
     model, targets, config, state = _Model(*m), _Targets(*tg), _Config(*cfg), _State(*st)
     work = alloc_work(state.err.shape[0], model.parent.shape[0], state.err.shape[2],
                       config.active.shape[0], state.q.shape[1], config.stall_window)
-    solve_rows(borrowed(model), borrowed(targets), borrowed(config), borrowed(state), borrowed(work),
-               has_deadline, deadline_ns)
-    keep_alive(work)
+    solve_rows(model, targets, config, state, work, has_deadline, deadline_ns)
     failed = False
     for key in state.fail_key:
         failed |= key >= 0
     return failed
 
 
-@jitable
+@njit_cached(nogil=True, _nrt=False)
 def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
     """The whole solve of the candidates in ``tg``/``st`` in one compiled call,
     iteration-major like the reference; releases the GIL (threaded batches run one
-    call per chunk of candidates).
+    call per chunk of candidates). Compiled without numba's runtime (no reference
+    counting, no allocation; see the module docstring).
 
     ``deadline_ns``: :data:`CLOCK` reading (ns) checked before every iteration
     when ``has_deadline`` (the live candidates then stop with time_budget).

@@ -474,3 +474,22 @@ def test_race_stops_a_group_once_its_quota_converged(panda, quota):
         assert other.stop_reason == raced.stop_reason, name
         np.testing.assert_array_equal(other.iterations, raced.iterations, err_msg=name)
         np.testing.assert_allclose(other.joint_q, raced.joint_q, atol=1e-5, err_msg=name)
+
+
+def test_pairwise_sum_is_numpys_sum_bit_for_bit():
+    """The kernel's sums (squared residuals, step norms, costs) in numpy's pairwise order,
+    also past 128 values, where the tree walk keeps its stack in the frame
+    (``stack_array``: the kernel runs without numba's runtime, so it cannot allocate)."""
+    @numba.njit(_nrt=False)
+    def kernel_sum(x, start, n):
+        return fast.pairwise_sum(x, start, n)
+
+    rng = np.random.default_rng(11)
+    sizes = [*range(0, 140), 255, 256, 257, 1000, 1031, 4096, 65537]
+    for n in sizes:
+        x = rng.standard_normal(n + 3) * 10.0 ** rng.uniform(-8, 8, n + 3)  # order matters
+        for start in (0, 3):
+            assert kernel_sum(x, start, n) == np.sum(x[start:start + n]), (n, start)
+    # a left-to-right sum differs from numpy's for such values: the test can tell
+    x = rng.standard_normal(1000) * 10.0 ** rng.uniform(-8, 8, 1000)
+    assert sum(x.tolist()) != np.sum(x)
