@@ -35,6 +35,7 @@ from direction_up_ik.core.problem import build_problem  # noqa: E402
 from direction_up_ik.core.rotations import align_vector  # noqa: E402
 from direction_up_ik.core.settings import JACOBIANS, SolverSettings  # noqa: E402
 from direction_up_ik.core.solver import solve_problem  # noqa: E402
+from direction_up_ik.core.targets import full_pose_candidates  # noqa: E402
 from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 
 from helpers import mid_range, random_in_limits  # noqa: E402
@@ -273,8 +274,7 @@ def test_parallel_sweep_equals_serial_and_loop(dual_arm):
     rng = np.random.default_rng(3)
     dual_arm.joint_q[:] = mid_range(dual_arm)
     tcps = dual_arm.tcp_transforms(random_in_limits(dual_arm, rng, 80))
-    cands = [tuple(DirectionUpTarget(e, t[e, :3, 3], t[e, :3, 2], t[e, :3, 1], None, None)
-                   for e in range(2)) for t in tcps]
+    cands = full_pose_candidates(tcps)
     problem = build_problem(dual_arm, cands, None, "cpu", None, SolverSettings(max_position_error=0.03))
     serial = fast.solve(problem, parallel=False)
     threaded = fast.solve(problem, parallel=True)
@@ -328,7 +328,7 @@ def test_auto_falls_back_to_numpy_for_models_it_cannot_reproduce(panda, monkeypa
 def test_deadline_stops_both_backends_alike(panda):
     panda.joint_q[:] = mid_range(panda)
     tcps = panda.tcp_transforms(random_in_limits(panda, np.random.default_rng(1), 6))
-    cands = [(DirectionUpTarget(0, t[0, :3, 3], t[0, :3, 2], t[0, :3, 1], None, None),) for t in tcps]
+    cands = full_pose_candidates(tcps)
     problem = build_problem(panda, cands, settings=SolverSettings(max_position_error=0.03))
     past = time.perf_counter() - 1.0
     for backend in ("numpy", "numba"):
@@ -434,8 +434,7 @@ def _race_problem(robot, groups: int, seeds: int, seed: int):
     robot.joint_q[:] = mid_range(robot)
     goals = random_in_limits(robot, rng, groups)
     tcp = robot.tcp_transforms(goals)
-    cands = [tuple(DirectionUpTarget(e, t[e, :3, 3], t[e, :3, 2], t[e, :3, 1], None, None)
-                   for e in range(robot.num_end_effectors)) for t in tcp]
+    cands = full_pose_candidates(tcp)
     settings = SolverSettings(max_position_error=0.03, max_step_norm=1.0)
     problem = build_problem(robot, cands, None, "cpu", None, settings)
     cand = np.repeat(np.arange(groups), seeds)
