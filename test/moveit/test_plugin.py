@@ -12,6 +12,7 @@ from geometry_msgs.msg import Pose, PoseStamped  # noqa: E402
 
 from direction_up_ik.moveit import (DirectionUpKinematicsPlugin, KinematicsYamlError,  # noqa: E402
                                     MoveItErrorCode, load_kinematics_yaml)
+from direction_up_ik.core import search, seeds  # noqa: E402
 from direction_up_ik.moveit.bridge import make_plugins, solve_position_ik  # noqa: E402
 from direction_up_ik.robots import bundled_robot  # noqa: E402
 
@@ -249,3 +250,43 @@ def test_kinematics_yaml_step_cap_and_jacobian_defaults_follow_the_search():
     assert groups["explicit"].settings.max_step_norm == 0.5
     assert groups["explicit"].settings.jacobian == "finite_difference"
     assert groups["explicit"].settings.stall_window == 0
+
+
+def test_initialize_builds_the_seed_library_and_searches_reuse_it(monkeypatch):
+    """MoveIt initializes once: the kernel and the group's seed library are ready before the
+    first query (else its 5 ms would go to loading them), and queries reuse the library."""
+    builds, lookups = [], []
+    build = seeds.SeedLibrary.__init__
+    monkeypatch.setattr(seeds.SeedLibrary, "__init__", lambda self, *a, **k: builds.append(1) or build(self, *a, **k))
+    lookup = search.library_for
+    monkeypatch.setattr(search, "library_for", lambda problem: lookups.append(1) or lookup(problem))
+    groups = load_kinematics_yaml(CONFIG / "panda_like_kinematics.yaml")
+    plugin = DirectionUpKinematicsPlugin(groups["panda_arm"])
+    assert plugin.initialize(_urdf("panda_like"), "panda_arm", "panda_link0", ["panda_hand"], 0.005)
+    assert len(builds) == 1  # at initialize, for the group's joints and limits
+    mid, lo, hi = _mid(plugin)
+    rng = np.random.default_rng(8)
+    for _ in range(12):  # from mid-range, about one target in three needs seeds
+        pose = plugin.get_position_fk(["panda_hand"], rng.uniform(lo, hi)).poses[0]
+        assert plugin.search_position_ik(pose, mid, timeout=0.5).error_code == MoveItErrorCode.SUCCESS
+    assert lookups and len(builds) == 1
+
+
+def test_consistency_limited_searches_draw_seeds_in_their_box(panda_plugin, monkeypatch):
+    """Consistency limits narrow the bounds around the seed: the seeded rounds draw uniform
+    starts in that box rather than building a seed library for every query's box."""
+    draws, lookups = [], []
+    draw = search.random_starts
+    monkeypatch.setattr(search, "random_starts", lambda *a, **k: draws.append(1) or draw(*a, **k))
+    lookup = search.library_for
+    monkeypatch.setattr(search, "library_for", lambda problem: lookups.append(1) or lookup(problem))
+    _, lo, hi = _mid(panda_plugin)
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        q = rng.uniform(lo + 0.9, hi - 0.9)
+        pose = panda_plugin.get_position_fk(["panda_hand"], q).poses[0]
+        seed = q + rng.choice([-0.9, 0.9], 7)  # a corner of the box: the local solve often fails
+        result = panda_plugin.search_position_ik(pose, seed, timeout=0.5, consistency_limits=np.full(7, 1.0))
+        assert result.error_code == MoveItErrorCode.SUCCESS, result.message
+        assert np.all(np.abs(np.array(result.solution) - seed) <= 1.0 + 1e-6)
+    assert draws and not lookups
