@@ -34,9 +34,9 @@ calls :func:`solve_rows`, a second cached kernel compiled **without numba's
 runtime** (``_nrt=False``): no reference counting of arrays at all. With it every
 array view taken and every array passed to a call cost an ``NRT_incref``/``NRT_decref``
 call (atomic before the arrays were borrowed with null memory-info pointers,
-still a call and a spilled register after): the run-time-free kernel takes about
-0.64 x the time of a 1000-target batch (ur5, serial) and 0.75 x per single target,
-with bit-identical results. Code below ``solve_rows`` therefore cannot allocate
+still a call and a spilled register after): the run-time-free kernel takes 0.65-0.71 x
+the time of a serial 1000-target batch and 0.74-0.77 x per single target (ur5 and
+panda, A/B in one process), with bit-identical results. Code below ``solve_rows`` therefore cannot allocate
 (:func:`stack_array` for scratch). The small functions it calls (FK, residual,
 Jacobian, DLS step, line search) are ``@register_jitable`` (:func:`jitable`) and
 compiled into it; the tiniest and the hot FK / residual helpers, and ``iterate``
