@@ -36,8 +36,8 @@ array view taken and every array passed to a call cost an ``NRT_incref``/``NRT_d
 call (atomic before the arrays were borrowed with null memory-info pointers,
 still a call and a spilled register after): the run-time-free kernel takes 0.65-0.71 x
 the time of a serial 1000-target batch and 0.74-0.77 x per single target (ur5 and
-panda, A/B in one process), with bit-identical results. Code below ``solve_rows`` therefore cannot allocate
-(:func:`stack_array` for scratch). The small functions it calls (FK, residual,
+panda, A/B in one process), with bit-identical results. Code below ``solve_rows``
+therefore cannot allocate (:func:`stack_array` for scratch). The small functions it calls (FK, residual,
 Jacobian, DLS step, line search) are ``@register_jitable`` (:func:`jitable`) and
 compiled into it; the tiniest and the hot FK / residual helpers, and ``iterate``
 (one call site), are inlined in numba's IR. (Inlining every helper instead was
@@ -1087,8 +1087,9 @@ def alloc_work(b, k, e, a, d, w):
 @njit_cached(nogil=True)
 def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
     """The compiled entry point: allocates the scratch (:func:`alloc_work`) and runs
-    :func:`solve_rows`, with its four namedtuples passed as plain tuples (``tuple(m)``, ...), rebuilt here. numba's dispatcher types plain
-    tuples in C but namedtuples in Python: this saves about 6 us per call.
+    :func:`solve_rows`. Its four namedtuples come as plain tuples (``tuple(m)``, ...),
+    rebuilt here: numba's dispatcher types plain tuples in C but namedtuples in Python,
+    which saves about 6 us per call.
     Returns True when a candidate hit a numerical failure (``st.fail_key``)."""
     model, targets, config, state = _Model(*m), _Targets(*tg), _Config(*cfg), _State(*st)
     work = alloc_work(state.err.shape[0], model.parent.shape[0], state.err.shape[2],
