@@ -492,3 +492,13 @@ def test_pairwise_sum_is_numpys_sum_bit_for_bit():
     # a left-to-right sum differs from numpy's for such values: the test can tell
     x = rng.standard_normal(1000) * 10.0 ** rng.uniform(-8, 8, 1000)
     assert sum(x.tolist()) != np.sum(x)
+
+
+def test_the_solve_loop_is_compiled_without_numbas_runtime():
+    """``solve_rows`` runs with no reference counting (``_nrt=False``) and without the GIL: with
+    numba's runtime every array view and call in the loop paid an ``NRT_incref``/``decref``
+    call (1.3-1.5 x the time, ``scripts/profile_kernel.py``). A configuration guard: the
+    speed itself is measured by the benchmarks, not here."""
+    options = fast.solve_rows.targetoptions
+    assert options.get("_nrt") is False and options.get("nogil") is True
+    assert fast.run_serial.targetoptions.get("nogil") is True
