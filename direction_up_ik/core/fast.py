@@ -3,12 +3,13 @@
 Same algorithm, same arithmetic and the same results as the numpy reference
 (:class:`direction_up_ik.core.solver._Solver`, spec sections 3 and 5); see
 that module for the algorithm. Here one compiled call (:func:`run_serial`,
-the whole solve in :func:`solve_rows`)
-iterates all B candidates "iteration-major" like the reference: every live
-candidate takes iteration k before any takes k + 1, so a deadline stops them
-all at the same iteration boundary (per slice, when a big batch is split over
-threads) and a numerical failure is reported for the same candidates, at the
-same point, with the same message.
+the whole solve in :func:`solve_rows`) iterates the B candidates in blocks of
+:data:`BLOCK_ROWS`, each block "iteration-major" like the reference (every live
+candidate takes iteration k before any takes k + 1); candidates are independent,
+so the results are those of one pass over all. A numerical failure is reported
+for the same candidates, at the same point, with the same message; with a
+deadline all candidates form one block, so it stops them all at the same
+iteration boundary (per slice, when a big batch is split over threads).
 
 Differences to the reference, all at rounding level (about 1e-16 relative):
 
@@ -116,6 +117,10 @@ def jitable(fn=None, *, inline: str = "never"):
 
 #: Batches of at least this many candidates are solved in slices on worker threads.
 PARALLEL_MIN_CANDIDATES = 64
+#: Rows per block of :func:`solve_rows`, whose scratch is allocated for one block (about
+#: 2.5 kB per ur5 row, 40 kB per block). Scratch for a whole 1000-row batch (fresh pages
+#: each call) made a serial batch 1.10-1.16 x slower (ur5, panda; A/B in one process).
+BLOCK_ROWS = 16
 
 _REVOLUTE = 0
 _PRISMATIC = 1
@@ -527,10 +532,10 @@ def evaluate(m, tg, w_pos, w_rot, b, q, node_rot, node_pos, local, tcp_rot, tcp_
 
 
 @jitable(inline="always")
-def evaluate_row(m, tg, cfg, b, q, wk, r, err):
-    """:func:`evaluate` with candidate b's rows of ``wk`` (inlined: unpacks in the caller)."""
-    evaluate(m, tg, cfg.w_pos, cfg.w_rot, b, q, wk.node_rot[b], wk.node_pos[b], wk.local[b],
-             wk.tcp_rot[b], wk.tcp_pos[b], r, err)
+def evaluate_row(m, tg, cfg, b, w, q, wk, r, err):
+    """:func:`evaluate` of candidate b with row w of ``wk`` (inlined: unpacks in the caller)."""
+    evaluate(m, tg, cfg.w_pos, cfg.w_rot, b, q, wk.node_rot[w], wk.node_pos[w], wk.local[w],
+             wk.tcp_rot[w], wk.tcp_pos[w], r, err)
 
 
 @jitable(inline="always")
@@ -652,18 +657,19 @@ def jacobian_shortcut(m, tg, w_pos, w_rot, eps, c, s, active, b, r, node_rot, no
 
 
 @jitable
-def jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac):
+def jacobian_full_fk(m, tg, cfg, b, w, q, r, wk, jac):
     """Forward-difference Jacobian (transposed) by one full FK per perturbed state.
 
     Used when a mimic joint sits on a TCP chain (the reference does the same).
-    Args: q (D,) current state, r (9E,) its residuals; jac (A, 9E) out.
+    Args: b: candidate, w: its row of ``wk``; q (D,) current state, r (9E,) its
+    residuals; jac (A, 9E) out.
     """
-    q_p, r_p, err = wk.q_p[b], wk.r_p[b], wk.err_t[b]
+    q_p, r_p, err = wk.q_p[w], wk.r_p[w], wk.err_t[w]
     for i in range(cfg.active.shape[0]):
         d = cfg.active[i]
         copy1(q_p, q)
         q_p[d] += cfg.eps
-        evaluate_row(m, tg, cfg, b, q_p, wk, r_p, err)
+        evaluate_row(m, tg, cfg, b, w, q_p, wk, r_p, err)
         for j in range(r.shape[0]):
             jac[i, j] = (r_p[j] - r[j]) / cfg.eps
 
@@ -923,30 +929,30 @@ def fail(st, b, it, phase):
 
 
 @jitable(inline="always")
-def iterate(b, it, m, tg, cfg, st, wk):
-    """One solver iteration (spec 5.3, 5.4) of live candidate b: Jacobian, limited DLS
-    step, step scales 1 .. 1/128 with the position guard; updates ``st`` row b."""
+def iterate(b, w, it, m, tg, cfg, st, wk):
+    """One solver iteration (spec 5.3, 5.4) of live candidate b (row w of ``wk``): Jacobian,
+    limited DLS step, step scales 1 .. 1/128 with the position guard; updates ``st`` row b."""
     q, r = st.q[b], st.r[b]
-    # wk's row b holds the node frames and TCP poses of q: the last evaluate() of
+    # wk's row w holds the node frames and TCP poses of q: the last evaluate() of
     # this candidate was of q (its start state, or the trial just accepted).
-    jac = wk.jac[b]
-    node_rot, node_pos, local, tcp_rot, tcp_pos = (wk.node_rot[b], wk.node_pos[b], wk.local[b],
-                                                   wk.tcp_rot[b], wk.tcp_pos[b])
+    jac = wk.jac[w]
+    node_rot, node_pos, local, tcp_rot, tcp_pos = (wk.node_rot[w], wk.node_pos[w], wk.local[w],
+                                                   wk.tcp_rot[w], wk.tcp_pos[w])
     if cfg.analytic:
         jacobian_analytic(m, tg, cfg.w_pos, cfg.w_rot, cfg.active, b, node_rot, node_pos, tcp_rot, tcp_pos,
                           jac)
     elif m.full_fk:
-        jacobian_full_fk(m, tg, cfg, b, q, r, wk, jac)
+        jacobian_full_fk(m, tg, cfg, b, w, q, r, wk, jac)
     else:
         jacobian_shortcut(m, tg, cfg.w_pos, cfg.w_rot, cfg.eps, cfg.cos_eps, cfg.sin_eps, cfg.active, b, r,
-                          node_rot, node_pos, tcp_rot, tcp_pos, wk.rot_p[b], wk.r_p[b], wk.err_t[b], jac)
+                          node_rot, node_pos, tcp_rot, tcp_pos, wk.rot_p[w], wk.r_p[w], wk.err_t[w], jac)
     if not all_finite2(jac):
         fail(st, b, it, _PHASE_JACOBIAN)
         return
-    step, scratch = wk.step[b], wk.sq[b]
+    step, scratch = wk.step[w], wk.sq[w]
     if not limited_dls_step(cfg.damping, cfg.max_step_norm, cfg.active, cfg.lower, cfg.upper, jac, r, q,
-                            wk.h[b], wk.g[b], step, wk.matrix[b], wk.rhs[b],
-                            wk.value[b], wk.fixed[b], scratch):
+                            wk.h[w], wk.g[w], step, wk.matrix[w], wk.rhs[w],
+                            wk.value[w], wk.fixed[w], scratch):
         fail(st, b, it, _PHASE_SINGULAR)
         return
     if not all_finite(step):
@@ -957,7 +963,7 @@ def iterate(b, it, m, tg, cfg, st, wk):
         st.done[b] = True
     else:
         old_max = max_position_error(st.err[b])
-        trial, r_t, err_t = wk.trial[b], wk.r_t[b], wk.err_t[b]
+        trial, r_t, err_t = wk.trial[w], wk.r_t[w], wk.err_t[w]
         accepted = False
         for si in range(cfg.step_scales.shape[0]):
             scale = cfg.step_scales[si]
@@ -992,7 +998,7 @@ def iterate(b, it, m, tg, cfg, st, wk):
         st.reason[b] = _CONVERGED
         st.done[b] = True
     elif cfg.stall_window > 0 and not st.done[b]:
-        stall_test(b, cfg, st, wk.ssr_history[b])
+        stall_test(b, cfg, st, wk.ssr_history[w])
 
 
 @jitable(inline="always")
@@ -1009,16 +1015,17 @@ def stall_test(b, cfg, st, history):
 
 
 @jitable
-def start_candidate(b, m, tg, cfg, st, wk):
-    """Round candidate b's start state into the bounds and evaluate it; converged or
-    nothing-to-move candidates are done at once. Returns False on a non-finite residual."""
+def start_candidate(b, w, m, tg, cfg, st, wk):
+    """Round candidate b's start state into the bounds and evaluate it (row w of ``wk``);
+    converged or nothing-to-move candidates are done at once. Returns False on a
+    non-finite residual."""
     to_float32_in_limits(st.q[b], cfg.active, cfg.lower, cfg.upper)
-    evaluate_row(m, tg, cfg, b, st.q[b], wk, st.r[b], st.err[b])
+    evaluate_row(m, tg, cfg, b, w, st.q[b], wk, st.r[b], st.err[b])
     if not all_finite(st.r[b]):
         fail(st, b, -1, _PHASE_RESIDUAL)
         return False
-    st.ssr[b] = sum_of_squares(st.r[b], wk.sq[b])
-    wk.ssr_history[b, 0] = st.ssr[b]
+    st.ssr[b] = sum_of_squares(st.r[b], wk.sq[w])
+    wk.ssr_history[w, 0] = st.ssr[b]
     st.reason[b] = _MAX_ITERS
     if meets_tolerances(tg, cfg, b, st.err[b]):
         st.reason[b] = _CONVERGED
@@ -1030,13 +1037,14 @@ def start_candidate(b, m, tg, cfg, st, wk):
 
 
 @jitable
-def supersede(st, n):
-    """Race of the search's seeds: once ``quota`` rows of a group (a run of consecutive
-    rows with equal ``group``) have converged, its live rows stop as superseded."""
-    start = 0
-    while start < n:
+def supersede(st, lo, hi):
+    """Race of the search's seeds among rows lo:hi (whole groups): once ``quota`` rows of a
+    group (a run of consecutive rows with equal ``group``) have converged, its live rows
+    stop as superseded."""
+    start = lo
+    while start < hi:
         end, count = start, 0
-        while end < n and st.group[end] == st.group[start]:
+        while end < hi and st.group[end] == st.group[start]:
             if st.done[end] and st.reason[end] == _CONVERGED:
                 count += 1
             end += 1
@@ -1049,14 +1057,14 @@ def supersede(st, n):
 
 
 @jitable
-def finish_candidate(b, tg, cfg, st, wk):
+def finish_candidate(b, w, tg, cfg, st, wk):
     """Spec 4 outcome of candidate b: ``success``, ``cost`` (sum of squared active-joint
     changes from ``cfg.q_initial``, pairwise like ``np.sum``; +inf on failure), then NaN
     in ``err`` for the parts its targets leave free."""
     err = st.err[b]
     st.success[b] = meets_tolerances(tg, cfg, b, err)
     if st.success[b]:
-        q, scratch = st.q[b], wk.sq[b]
+        q, scratch = st.q[b], wk.sq[w]
         for i in range(cfg.active.shape[0]):
             d = cfg.active[i]
             delta = q[d] - cfg.q_initial[d]
@@ -1073,7 +1081,7 @@ def finish_candidate(b, tg, cfg, st, wk):
 
 @jitable
 def alloc_work(b, k, e, a, d, w):
-    """Scratch arrays for b candidates, k nodes, e slots, a active joints, d coordinates,
+    """Scratch arrays for b rows, k nodes, e slots, a active joints, d coordinates,
     stall window w."""
     n = 9 * e
     return _Work(
@@ -1085,16 +1093,39 @@ def alloc_work(b, k, e, a, d, w):
         np.zeros((b, max(1, w))))
 
 
+@jitable
+def block_end(st, lo, size):
+    """End of the block of rows that starts at row lo: lo + ``size`` rows (at most all),
+    extended to the end of a racing group (its rows interact) cut by that point."""
+    n = st.err.shape[0]
+    hi = min(lo + size, n)
+    while hi < n and st.quota[hi] > 0 and st.group[hi] == st.group[hi - 1]:
+        hi += 1
+    return hi
+
+
+@jitable
+def block_size(st, has_deadline):
+    """Rows per block (:func:`solve_rows`): all rows with a deadline, else :data:`BLOCK_ROWS`."""
+    n = st.err.shape[0]
+    return n if has_deadline else min(n, BLOCK_ROWS)
+
+
 @njit_cached(nogil=True)
 def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
-    """The compiled entry point: allocates the scratch (:func:`alloc_work`) and runs
-    :func:`solve_rows`. Its four namedtuples come as plain tuples (``tuple(m)``, ...),
-    rebuilt here: numba's dispatcher types plain tuples in C but namedtuples in Python,
-    which saves about 6 us per call.
+    """The compiled entry point: allocates the scratch of the largest block
+    (:func:`alloc_work`) and runs :func:`solve_rows`. Its four namedtuples come as
+    plain tuples (``tuple(m)``, ...), rebuilt here: numba's dispatcher types plain
+    tuples in C but namedtuples in Python, which saves about 6 us per call.
     Returns True when a candidate hit a numerical failure (``st.fail_key``)."""
     model, targets, config, state = _Model(*m), _Targets(*tg), _Config(*cfg), _State(*st)
-    work = alloc_work(state.err.shape[0], model.parent.shape[0], state.err.shape[2],
-                      config.active.shape[0], state.q.shape[1], config.stall_window)
+    size, rows, lo = block_size(state, has_deadline), 1, 0
+    while lo < state.err.shape[0]:
+        hi = block_end(state, lo, size)
+        rows = max(rows, hi - lo)
+        lo = hi
+    work = alloc_work(rows, model.parent.shape[0], state.err.shape[2], config.active.shape[0],
+                      state.q.shape[1], config.stall_window)
     solve_rows(model, targets, config, state, work, has_deadline, deadline_ns)
     failed = False
     for key in state.fail_key:
@@ -1102,15 +1133,61 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
     return failed
 
 
+@jitable
+def solve_block(m, tg, cfg, st, wk, lo, hi, iterations, has_deadline, deadline_ns):
+    """Start rows lo:hi (scratch rows 0 .. hi - lo - 1 of ``wk``), then up to ``iterations``
+    iterations of them, iteration-major (every live row takes iteration k before any
+    takes k + 1). Returns -2 when a start state's residual is not finite (no iteration
+    then runs), the iteration at which a row failed numerically (that iteration
+    finished for the others), or -1."""
+    ok = True
+    for b in range(lo, hi):
+        ok &= start_candidate(b, b - lo, m, tg, cfg, st, wk)
+    if not ok:
+        return -2
+    for it in range(iterations):
+        supersede(st, lo, hi)
+        live = 0
+        for b in range(lo, hi):
+            live += not st.done[b]
+        if live == 0:
+            break
+        if has_deadline:
+            if clock_ns(CLOCK) > deadline_ns:
+                for b in range(lo, hi):
+                    if not st.done[b]:
+                        st.reason[b] = _TIME_BUDGET
+                        st.done[b] = True
+                break
+        failed = False
+        for b in range(lo, hi):
+            if not st.done[b]:
+                iterate(b, b - lo, it, m, tg, cfg, st, wk)
+                failed |= st.fail_key[b] >= 0
+        if failed:
+            return it
+    return -1
+
+
 @njit_cached(nogil=True, _nrt=False)
 def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
-    """The whole solve of the candidates in ``tg``/``st`` in one compiled call,
-    iteration-major like the reference; releases the GIL (threaded batches run one
-    call per chunk of candidates). Compiled without numba's runtime (no reference
-    counting, no allocation; see the module docstring).
+    """The whole solve of the candidates in ``tg``/``st`` in one compiled call; releases
+    the GIL (threaded batches run one call per chunk of candidates). Compiled without
+    numba's runtime (no reference counting, no allocation; see the module docstring).
 
-    ``deadline_ns``: :data:`CLOCK` reading (ns) checked before every iteration
-    when ``has_deadline`` (the live candidates then stop with time_budget).
+    The rows are solved in blocks (:func:`block_size`, :func:`block_end`): each block's
+    rows are started, then iterated iteration-major, with ``wk`` rows 0.. as their
+    scratch. Rows are independent, so their results are those of one iteration-major
+    pass over all rows, as in the reference; small blocks keep the scratch small
+    (allocated once per call: fresh pages for a whole 1000-row batch cost 10 % of its
+    time) and in the L1 cache. Numerical failures are reported as by one pass: every
+    block's start states are evaluated (a failing one stops all iterations of the
+    blocks after it), and after a failure at iteration k the later blocks run only
+    up to k (an earlier failure there lowers k), so the smallest ``fail_key`` and the
+    rows holding it are the same. With a deadline (``deadline_ns``, a :data:`CLOCK`
+    reading in ns checked before every iteration when ``has_deadline``) all rows form
+    one block: the deadline stops every live row at the same iteration boundary, with
+    reason time_budget.
     """
     n = st.err.shape[0]
     for b in range(n):
@@ -1118,34 +1195,21 @@ def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
         st.reason[b] = _MAX_ITERS
         st.fail_key[b] = -1
         st.done[b] = False
-    ok = True
-    for b in range(n):
-        ok &= start_candidate(b, m, tg, cfg, st, wk)
-    if not ok:
+    size = block_size(st, has_deadline)
+    iterations = cfg.max_iters
+    failed = False
+    lo = 0
+    while lo < n:
+        hi = block_end(st, lo, size)
+        at = solve_block(m, tg, cfg, st, wk, lo, hi, iterations, has_deadline, deadline_ns)
+        if at != -1:
+            failed = True
+            iterations = 0 if at == -2 else min(iterations, at + 1)
+        lo = hi
+    if failed:
         return
-    for it in range(cfg.max_iters):
-        supersede(st, n)
-        live = 0
-        for b in range(n):
-            live += not st.done[b]
-        if live == 0:
-            break
-        if has_deadline:
-            if clock_ns(CLOCK) > deadline_ns:
-                for b in range(n):
-                    if not st.done[b]:
-                        st.reason[b] = _TIME_BUDGET
-                        st.done[b] = True
-                break
-        failed = False
-        for b in range(n):
-            if not st.done[b]:
-                iterate(b, it, m, tg, cfg, st, wk)
-                failed |= st.fail_key[b] >= 0
-        if failed:
-            return
     for b in range(n):
-        finish_candidate(b, tg, cfg, st, wk)
+        finish_candidate(b, 0, tg, cfg, st, wk)
 
 
 # ============================================================ seed ranking

@@ -416,6 +416,70 @@ def test_numerical_failure_lists_only_the_offending_candidates(panda):
     assert len(messages) == 1
 
 
+#: Two links of 1.3e154 m: unfolding the elbow (j2 towards 0) makes J^T J overflow (a
+#: non-finite joint step), from elbow 2.25 in iteration 4, from 1.75 in iteration 1.
+FOLDING_LINK = 1.3e154
+FOLDING_URDF = f"""<robot name='folding'><link name='base'/><link name='l1'/><link name='l2'/>
+  <link name='tip'/>
+  <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
+    <limit lower='-3' upper='3' {_LIMIT}/></joint>
+  <joint name='j2' type='revolute'><parent link='l1'/><child link='l2'/>
+    <origin xyz='{FOLDING_LINK} 0 0'/><axis xyz='0 0 1'/><limit lower='-3' upper='3' {_LIMIT}/></joint>
+  <joint name='tip' type='fixed'><parent link='l2'/><child link='tip'/>
+    <origin xyz='{FOLDING_LINK} 0 0'/></joint>
+</robot>"""
+
+
+def _folding_batch(failing: dict, rows: int = 40, position_weight: float = 1.0):
+    """(problem, starts) on the folding robot: ``rows`` candidates folded at elbow 3.0 with
+    their target at that pose (they stop without overflowing), except ``failing`` {row:
+    elbow start}, which reach for the elbow at 1.0 rad and overflow on the way; {row:
+    None}: a target at 1.7e308 m (a non-finite start residual with ``position_weight``
+    4; every reaching row then overflows in iteration 0). Starts are float32 values."""
+    robot = RobotKinematics.from_urdf(FOLDING_URDF, ["tip"])
+
+    def tip(elbow):
+        return robot.tcp_transforms(np.array([[0.0, elbow]]))[0, 0, :3, 3]
+    starts = np.tile([0.0, 3.0], (rows, 1))
+    cands = [(DirectionUpTarget(0, tip(3.0), None, None),)] * rows
+    for row, elbow in failing.items():
+        if elbow is None:
+            cands[row] = (DirectionUpTarget(0, (1.7e308, 0.0, 0.0), None, None),)
+        else:
+            starts[row, 1] = elbow
+            cands[row] = (DirectionUpTarget(0, tip(1.0), None, None),)
+    problem = build_problem(robot, cands, settings=SolverSettings(max_position_error=0.03,
+                                                                  position_weight=position_weight))
+    return problem, starts
+
+
+@pytest.mark.parametrize("failing, weight, expected", [
+    ({3: 2.25}, 1.0, (3,)),                     # alone: reported at its iteration 4
+    ({3: 2.25, 37: 1.75}, 1.0, (37,)),          # a later block fails earlier: only it is reported
+    ({3: 1.75, 37: 2.25}, 1.0, (3,)),           # the later block stops at the earlier failure
+    ({3: 1.75, 21: 1.75, 37: 1.75}, 1.0, (3, 21, 37)),  # the same iteration in three blocks
+    ({3: 1.75, 21: None, 37: None}, 4.0, (21, 37)),     # non-finite start residuals come first
+])
+def test_numerical_failures_across_blocks_are_those_of_one_pass(failing, weight, expected):
+    """Without a deadline the kernel solves blocks of rows one after the other
+    (``fast.BLOCK_ROWS``); a numerical failure still names the candidates of the
+    reference's single iteration-major pass: the earliest failing iteration over all
+    rows, start states first."""
+    assert fast.BLOCK_ROWS < 20  # rows 3, 21 and 37 lie in three different blocks
+    problem, starts = _folding_batch(failing, position_weight=weight)
+    with pytest.raises(NumericalFailure) as ref:
+        solve_problem(problem, starts, backend="numpy")
+    assert ref.value.candidates == expected
+    for parallel in (False, True):
+        with pytest.raises(NumericalFailure) as out:
+            fast.solve(problem, starts, parallel=parallel)
+        assert out.value.candidates == expected, parallel
+        assert str(out.value) == str(ref.value)
+    unharmed = np.setdiff1d(np.arange(40), list(failing))
+    fine = fast.solve(problem.select(unharmed), starts[unharmed])  # the others do not fail
+    assert fine.iterations.max() < problem.settings.max_iters
+
+
 def test_kernel_arrays_is_a_cached_read_only_view_of_the_model(panda):
     ka = panda.kernel_arrays()
     assert ka is panda.kernel_arrays()
