@@ -86,7 +86,7 @@ from .problem import IKProblem
 from .result import IKBatchResult
 from .settings import FD_EPSILON, MIN_STEP_NORM, STALL_RATIO, STEP_SCALES
 
-__all__ = ["PARALLEL_MIN_CANDIDATES", "nearest_ranks", "solve", "supports", "warm_up"]
+__all__ = ["PARALLEL_MIN_CANDIDATES", "nearest_ranks", "solve", "supports", "warm_up", "worker_threads"]
 
 
 def njit_cached(fn=None, **options):
@@ -1385,7 +1385,7 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     if parallel is None:
         chunks = _chunks(b)
     else:
-        chunks = min(_threads(), b) if parallel else 1
+        chunks = min(worker_threads(), b) if parallel else 1
     if chunks == 1:
         failed = run_serial(tuple(m), tuple(tg), cfg, tuple(st), has_deadline, deadline_ns)
     else:
@@ -1427,7 +1427,7 @@ def _deadline_ns(deadline: Optional[float]):
     return True, time.clock_gettime_ns(CLOCK) + round(max(remaining, -1e9) * 1e9)
 
 
-def _threads() -> int:
+def worker_threads() -> int:
     """Worker threads for big batches: numba's thread count (NUMBA_NUM_THREADS, default all cores)."""
     return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
@@ -1436,7 +1436,7 @@ def _chunks(b: int) -> int:
     """How many slices a batch of b candidates is cut into (1 = one serial call)."""
     if b < PARALLEL_MIN_CANDIDATES:
         return 1
-    return max(1, min(_threads(), b // (PARALLEL_MIN_CANDIDATES // 2)))
+    return max(1, min(worker_threads(), b // (PARALLEL_MIN_CANDIDATES // 2)))
 
 
 _pool: Optional[ThreadPoolExecutor] = None
@@ -1447,7 +1447,7 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="direction_up_ik_fast")
+            _pool = ThreadPoolExecutor(max_workers=worker_threads(), thread_name_prefix="direction_up_ik_fast")
         return _pool
 
 

@@ -140,9 +140,16 @@ def warm_up_backend() -> Optional[float]:
     return module.warm_up()
 
 
+def batch_threads(problem: IKProblem) -> int:
+    """Threads a big batch of ``problem`` is solved on by the "auto" backend: the compiled
+    backend's (``fast.worker_threads``), 1 with numpy."""
+    module = _fast_backend(problem, "auto")
+    return 1 if module is None else module.worker_threads()
+
+
 def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
                   deadline: Optional[float] = None, backend: str = "auto",
-                  race: Optional[tuple] = None) -> IKBatchResult:
+                  race: Optional[tuple] = None, parallel: Optional[bool] = None) -> IKBatchResult:
     """Iterate a built problem.
 
     Args:
@@ -163,11 +170,14 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             small batches) or "auto": numba when it imports and supports the
             robot, else numpy; the environment variable ``DIRECTION_UP_IK_BACKEND``
             (numpy / numba) overrides what "auto" picks.
+        parallel: compiled backend only: None = a big batch is split over its worker
+            threads, False = solved on the calling thread (the search's own slices),
+            True = always split. Results do not depend on it.
     """
     fast = _fast_backend(problem, backend)
     if fast is not None:
         try:
-            return fast.solve(problem, q_start, deadline, race=race)
+            return fast.solve(problem, q_start, deadline, parallel=parallel, race=race)
         except np.linalg.LinAlgError:
             pass  # an exactly singular DLS system (tiny damping): the numpy path handles it
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):

@@ -167,3 +167,72 @@ def test_reused_generator_restarts_its_seeded_sequence():
         search_module._give_back(k)
     numpy_seed, key_none = search_module._take_generator(np.int64(3))  # not cached, same stream
     assert key_none is None and np.array_equal(numpy_seed.random(4), expected)
+
+
+def _same_search(a, b) -> None:
+    """Every field of two SearchResults but the wall time."""
+    for field in ("joint_q", "success", "cost", "position_error", "direction_error", "up_error",
+                  "iterations"):
+        np.testing.assert_array_equal(getattr(a.result, field), getattr(b.result, field), err_msg=field)
+    assert a.result.stop_reason == b.result.stop_reason
+    assert a.result.best_index == b.result.best_index
+    assert a.result.active_dof_ids == b.result.active_dof_ids
+    assert (a.rounds, a.timed_out) == (b.rounds, b.timed_out)
+    np.testing.assert_array_equal(a.starts, b.starts)
+    np.testing.assert_array_equal(a.successes, b.successes)
+
+
+@pytest.mark.parametrize("selection", ["least_motion", "limit_center"])
+def test_a_big_batch_split_over_threads_finds_what_one_search_finds(panda, selection, monkeypatch):
+    """A batch of >= SPLIT_MIN_CANDIDATES runs as one search per thread on slices of the
+    candidates; every field equals the one search's (3 slices forced here, whatever the
+    backend and core count)."""
+    panda.joint_q[:] = mid_range(panda)
+    rng = np.random.default_rng(8)
+    cands = reachable_candidates(panda, random_configurations(panda, rng, 300))
+    kwargs = dict(max_position_error=MPE, num_seeds=2, max_rounds=6, selection=selection)
+    monkeypatch.setattr(search_module, "SPLIT_MIN_CANDIDATES", 10 ** 9)
+    one = robo_search_ik_direction_up(panda, cands, **kwargs)
+    monkeypatch.setattr(search_module, "SPLIT_MIN_CANDIDATES", 128)
+    monkeypatch.setattr(search_module, "batch_threads", lambda problem: 3)
+    calls = []
+    real = search_module._search
+    monkeypatch.setattr(search_module, "_search",
+                        lambda problem, **kw: calls.append(problem.num_candidates) or real(problem, **kw))
+    split = robo_search_ik_direction_up(panda, cands, **kwargs)
+    assert calls == [100, 100, 100]  # it did split
+    assert one.rounds > 1 and 0.5 < one.result.success.mean()  # seeded rounds ran
+    _same_search(split, one)
+    # Not split: an accept callback (called from one thread), random seeding.
+    calls.clear()
+    robo_search_ik_direction_up(panda, cands, accept=lambda i, q: True, **kwargs)
+    robo_search_ik_direction_up(panda, cands, seeding="random", **kwargs)
+    assert calls == [300, 300]
+
+
+def test_a_numerical_failure_in_a_split_search_names_the_candidates_of_one_search(monkeypatch):
+    """Candidates 20 and 250 (two slices) overflow in round 0: the split search raises what
+    one search raises, with the indices of the whole batch."""
+    from direction_up_ik import NumericalFailure, RobotKinematics
+    link = 1.3e154  # unfolding the elbow makes J^T J overflow (test_fast_backend.FOLDING_URDF)
+    robot = RobotKinematics.from_urdf(f"""<robot name='folding'><link name='base'/><link name='l1'/>
+      <link name='l2'/><link name='tip'/>
+      <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
+        <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+      <joint name='j2' type='revolute'><parent link='l1'/><child link='l2'/><origin xyz='{link} 0 0'/>
+        <axis xyz='0 0 1'/><limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+      <joint name='tip' type='fixed'><parent link='l2'/><child link='tip'/><origin xyz='{link} 0 0'/></joint>
+    </robot>""", ["tip"])
+
+    def tip(elbow):
+        return robot.tcp_transforms(np.array([[0.0, elbow]]))[0, 0, :3, 3]
+    robot.joint_q[:] = (0.0, 2.25)
+    cands = [(DirectionUpTarget(0, tip(2.25), None, None),)] * 300
+    for row in (20, 250):
+        cands[row] = (DirectionUpTarget(0, tip(1.0), None, None),)
+    monkeypatch.setattr(search_module, "batch_threads", lambda problem: 2)
+    kwargs = dict(max_position_error=MPE, num_seeds=2, max_rounds=2, max_step_norm=0.25,
+                  jacobian="finite_difference")
+    with pytest.raises(NumericalFailure) as info:
+        robo_search_ik_direction_up(robot, cands, **kwargs)
+    assert info.value.candidates == (20, 250)
