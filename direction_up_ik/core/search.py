@@ -223,8 +223,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     options = dict(num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
                    min_successes=min_successes, selection=selection, random_seed=random_seed,
                    accept=accept, seeding=seeding)
-    parts = split_count(problem, num_seeds=num_seeds, max_rounds=max_rounds, accept=accept,
-                        seeding=seeding)
+    parts = split_count(problem, num_seeds=num_seeds, max_rounds=max_rounds, timed=deadline is not None,
+                        accept=accept, seeding=seeding)
     if parts == 1:
         found, _ = _search(problem, parallel=None, **options)
     else:
@@ -243,15 +243,17 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
                         timed_out=found.timed_out)
 
 
-def split_count(problem: IKProblem, *, num_seeds: int, max_rounds: Optional[int], accept,
-                seeding: str) -> int:
+def split_count(problem: IKProblem, *, num_seeds: int, max_rounds: Optional[int], timed: bool,
+                accept, seeding: str) -> int:
     """Slices :func:`search_problem` cuts the candidates into: the compiled backend's
     threads for at least :data:`SPLIT_MIN_CANDIDATES` candidates, else 1. Also 1 with an
-    ``accept`` callback (called from one thread, as documented for MoveIt's), with
-    ``seeding="random"``, or when the rounds may use up the seed library (random draws
-    then follow the order of all pending candidates, so slices would draw other seeds)."""
-    if problem.num_candidates < SPLIT_MIN_CANDIDATES or accept is not None or seeding != "nearest" \
-            or max_rounds is None or max_rounds * num_seeds > LIBRARY_SIZE:
+    ``accept`` callback (called from one thread, as MoveIt's callbacks expect), with
+    ``seeding="random"``, or when untimed rounds may use up the seed library (the random
+    draws that follow depend on the order of all pending candidates, so slices would draw
+    other seeds; with a time budget the rounds depend on timing anyway)."""
+    if problem.num_candidates < SPLIT_MIN_CANDIDATES or accept is not None or seeding != "nearest":
+        return 1
+    if not timed and (max_rounds is None or max_rounds * num_seeds > LIBRARY_SIZE):
         return 1
     return max(1, min(batch_threads(problem), problem.num_candidates // (SPLIT_MIN_CANDIDATES // 2)))
 

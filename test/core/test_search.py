@@ -203,11 +203,16 @@ def test_a_big_batch_split_over_threads_finds_what_one_search_finds(panda, selec
     assert calls == [100, 100, 100]  # it did split
     assert one.rounds > 1 and 0.5 < one.result.success.mean()  # seeded rounds ran
     _same_search(split, one)
-    # Not split: an accept callback (called from one thread), random seeding.
+    # Not split: an accept callback (called from one thread), random seeding, rounds that
+    # could use up the library (then random draws follow); split: rounds up to a time budget.
     calls.clear()
     robo_search_ik_direction_up(panda, cands, accept=lambda i, q: True, **kwargs)
     robo_search_ik_direction_up(panda, cands, seeding="random", **kwargs)
-    assert calls == [300, 300]
+    robo_search_ik_direction_up(panda, cands, **{**kwargs, "max_rounds": 2049})
+    assert calls == [300, 300, 300]
+    calls.clear()
+    timed = robo_search_ik_direction_up(panda, cands, **{**kwargs, "max_rounds": None, "time_budget": 30.0})
+    assert calls == [100, 100, 100] and timed.result.success.all()
 
 
 def test_a_numerical_failure_in_a_split_search_names_the_candidates_of_one_search(monkeypatch):
