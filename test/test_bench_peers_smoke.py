@@ -159,3 +159,47 @@ def test_paired_timing_alternates_the_solvers_target_by_target():
     assert [calls[k][1] for k in range(0, 18, 2)] == [0, 1, 2] * 3
     assert times["a"].shape == (3,) and np.all(times["a"] < 0.005)  # the median sweep counts
     assert np.all(times["b"] >= 0.002)
+
+
+def test_batch_goal_uses_the_paired_batch_timing_when_there_is_one():
+    from direction_up_ik.bench_peers import PEER, PROJECT, goals
+
+    def row(key, kind, median):
+        return {"key": key, "label": key, "kind": kind, "status": "ok", "success_rate": 1.0,
+                "median_ms": median, "p95_ms": median}
+    run = {"solvers": [row("batched_search", PROJECT, 0.020), row("batched_spec", PROJECT, 0.020),
+                       row("rtb_ik_lm", PEER, 0.050)],
+           "paired_batch": {"sweeps": 5, "batch_per_target_ms": 0.012, "peer_median_ms": 0.048}}
+    by = {g["goal"]: g for g in goals(run)}
+    search = by["batched_search per target / ik_LM median"]
+    assert search["met"] is True                                 # paired 0.25 x, though 0.4 x in blocks
+    assert search["value"].startswith("0.25 x") and "in blocks 0.40 x" in search["value"]
+    spec = by["batched_spec per target / ik_LM median"]          # not paired: its block figure
+    assert spec["met"] is False and spec["value"].startswith("0.40 x")
+
+
+def test_paired_batch_timing_alternates_one_batched_call_and_one_peer_sweep():
+    from direction_up_ik.bench_peers import paired_batch_timing
+
+    calls = []
+
+    class Batched:
+        def call_all(self, problem, q_start):
+            def call():
+                calls.append("batch")
+                time.sleep([0.030, 0.006, 0.006, 0.006, 0.030][calls.count("batch") - 1])
+            return call
+
+    class Peer:
+        def call_one(self, problem, q_start):
+            def one(i):
+                calls.append(i)
+                time.sleep(0.004 if i == 2 else 0.001)
+            return one
+
+    class Problem:
+        n = 3
+    out = paired_batch_timing(Batched(), Peer(), Problem(), None, sweeps=5)
+    assert calls == (["batch", 0, 1, 2] + [0, 1, 2, "batch"]) * 2 + ["batch", 0, 1, 2]
+    assert 0.006 / 3 <= out["batch_per_target_s"] < 0.015 / 3    # the median call, per target
+    assert 0.001 <= out["peer_median_s"] < 0.003                  # the median target (not 4 ms)
