@@ -74,7 +74,8 @@ SEARCH_STALL_WINDOW = 4
 #: backend, each on a contiguous slice of the candidates with its kernel calls on that
 #: thread (:func:`search_problem`): the slices' Python and seed-ranking steps then overlap
 #: the other slices' solves, where one search over all leaves a core idle during them.
-#: 1000-target benchmark batches on 2 cores: 0.78-0.86 x the time, identical results.
+#: 1000-target benchmark batches on 2 cores: 0.82-0.94 x the time (two quiet runs, A/B in
+#: one process), identical results.
 SPLIT_MIN_CANDIDATES = 128
 
 #: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
