@@ -86,7 +86,8 @@ from .problem import IKProblem
 from .result import IKBatchResult
 from .settings import FD_EPSILON, MIN_STEP_NORM, STALL_RATIO, STEP_SCALES
 
-__all__ = ["PARALLEL_MIN_CANDIDATES", "nearest_ranks", "solve", "supports", "warm_up", "worker_threads"]
+__all__ = ["PARALLEL_MIN_CANDIDATES", "executor", "nearest_ranks", "solve", "supports", "warm_up",
+           "worker_threads"]
 
 
 def njit_cached(fn=None, **options):
@@ -1396,7 +1397,7 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
         bounds = np.linspace(0, b, chunks + 1).astype(int)
         if race is not None:  # a racing group stays in one slice (its rows interact)
             bounds = np.unique([_group_start(group, int(x)) for x in bounds] + [b])
-        jobs = [_executor().submit(run_serial, tuple(m), tuple(_rows(tg, lo, hi)), cfg,
+        jobs = [executor().submit(run_serial, tuple(m), tuple(_rows(tg, lo, hi)), cfg,
                                    tuple(_rows(st, lo, hi)),
                                    has_deadline, deadline_ns)
                 for lo, hi in zip(bounds[:-1], bounds[1:])]
@@ -1443,7 +1444,10 @@ _pool: Optional[ThreadPoolExecutor] = None
 _pool_lock = threading.Lock()
 
 
-def _executor() -> ThreadPoolExecutor:
+def executor() -> ThreadPoolExecutor:
+    """The worker threads (:func:`worker_threads` of them) of big batches' slices and of a
+    split search's slices (``core.search``). A job on it must not wait for another job on
+    it: the slices of a split search solve on their own thread (``parallel=False``)."""
     global _pool
     with _pool_lock:
         if _pool is None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -40,7 +39,7 @@ from .problem import IKProblem, build_problem
 from .result import IKBatchResult
 from .seeds import LIBRARY_SIZE, library_for, random_starts, start_bounds
 from .settings import as_float, is_real, solver_settings
-from .solver import batch_threads, solve_problem
+from .solver import batch_threads, compiled_module, solve_problem
 from .targets import full_pose_candidates
 
 SELECTIONS = ("least_motion", "limit_center")
@@ -230,8 +229,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
         found, _ = _search(problem, parallel=None, **options)
     else:
         cuts = np.linspace(0, problem.num_candidates, parts + 1).astype(int)
-        jobs = [_split_executor().submit(_search, problem.select(np.arange(lo, hi)), parallel=False,
-                                         **options)
+        pool = compiled_module().executor()  # parts > 1: the compiled backend's threads
+        jobs = [pool.submit(_search, problem.select(np.arange(lo, hi)), parallel=False, **options)
                 for lo, hi in zip(cuts[:-1], cuts[1:])]
         try:
             found = _merge([job.result() for job in jobs])
@@ -257,19 +256,6 @@ def split_count(problem: IKProblem, *, num_seeds: int, max_rounds: Optional[int]
     if not timed and (max_rounds is None or max_rounds * num_seeds > LIBRARY_SIZE):
         return 1
     return max(1, min(batch_threads(problem), problem.num_candidates // (SPLIT_MIN_CANDIDATES // 2)))
-
-
-_split_pool: Optional[ThreadPoolExecutor] = None
-_split_pool_lock = threading.Lock()
-
-
-def _split_executor() -> ThreadPoolExecutor:
-    """Threads of the slices of a split search (their kernel calls run on them, GIL released)."""
-    global _split_pool
-    with _split_pool_lock:
-        if _split_pool is None:
-            _split_pool = ThreadPoolExecutor(thread_name_prefix="direction_up_ik_search")
-        return _split_pool
 
 
 def _merge(parts) -> SearchResult:

@@ -169,6 +169,10 @@ def test_reused_generator_restarts_its_seeded_sequence():
     assert key_none is None and np.array_equal(numpy_seed.random(4), expected)
 
 
+#: Why the split-search tests need numba: the slices run on the compiled backend's threads.
+_SPLIT_NEEDS = "a split search runs on the compiled backend's threads (numba, requirements/core.txt)"
+
+
 def _same_search(a, b) -> None:
     """Every field of two SearchResults but the wall time."""
     for field in ("joint_q", "success", "cost", "position_error", "direction_error", "up_error",
@@ -186,7 +190,8 @@ def _same_search(a, b) -> None:
 def test_a_big_batch_split_over_threads_finds_what_one_search_finds(panda, selection, monkeypatch):
     """A batch of >= SPLIT_MIN_CANDIDATES runs as one search per thread on slices of the
     candidates; every field equals the one search's (3 slices forced here, whatever the
-    backend and core count)."""
+    core count)."""
+    pytest.importorskip("numba", reason=_SPLIT_NEEDS)
     panda.joint_q[:] = mid_range(panda)
     rng = np.random.default_rng(8)
     cands = reachable_candidates(panda, random_configurations(panda, rng, 300))
@@ -218,6 +223,7 @@ def test_a_big_batch_split_over_threads_finds_what_one_search_finds(panda, selec
 def test_a_numerical_failure_in_a_split_search_names_the_candidates_of_one_search(monkeypatch):
     """Candidates 20 and 250 (two slices) overflow in round 0: the split search raises what
     one search raises, with the indices of the whole batch."""
+    pytest.importorskip("numba", reason=_SPLIT_NEEDS)
     from direction_up_ik import NumericalFailure, RobotKinematics
     link = 1.3e154  # unfolding the elbow makes J^T J overflow (test_fast_backend.FOLDING_URDF)
     robot = RobotKinematics.from_urdf(f"""<robot name='folding'><link name='base'/><link name='l1'/>
