@@ -160,7 +160,8 @@ _Targets = namedtuple("_Targets", (
     "position", "direction", "up", "has_direction", "has_up", "local_direction", "local_up"))
 
 #: Settings and the active set: weights, damping, caps, tolerances (floats);
-#: ``eps``, ``cos_eps``, ``sin_eps``: FD perturbation; ``step_scales`` (8,);
+#: ``eps``, ``cos_eps``, ``sin_eps``: FD perturbation; ``step_scales`` (n,): the first
+#: ``num_step_scales`` of ``STEP_SCALES``, tried in order;
 #: ``active`` (A,) int64; ``lower``/``upper`` (A,) bounds of the active joints;
 #: ``q_initial`` (D,) the state the cost is measured from; ``analytic``: the
 #: exact Jacobian (:func:`jacobian_analytic`) instead of forward differences;
@@ -1314,10 +1315,10 @@ def _model(problem: IKProblem) -> _Model:
     return model
 
 
-#: The constant part of every _Config (the kernel only reads ``step_scales``).
+#: The constant part of every _Config.
 _CONSTANTS = dict(eps=float(FD_EPSILON), cos_eps=float(np.cos(FD_EPSILON)),
                   sin_eps=float(np.sin(FD_EPSILON)), min_step_norm=float(MIN_STEP_NORM),
-                  step_scales=np.array(STEP_SCALES, dtype=np.float64), stall_ratio=float(STALL_RATIO))
+                  stall_ratio=float(STALL_RATIO))
 
 
 def _config(problem: IKProblem) -> tuple:
@@ -1341,7 +1342,8 @@ def _build_config(problem: IKProblem) -> _Config:
         active=active.astype(np.int64, order="C"), lower=problem.lower[active].astype(np.float64, order="C"),
         upper=problem.upper[active].astype(np.float64, order="C"),
         q_initial=problem.q_initial.astype(np.float64, order="C"),
-        analytic=problem.analytic_jacobian, stall_window=s.stall_window, **_CONSTANTS)
+        analytic=problem.analytic_jacobian, stall_window=s.stall_window,
+        step_scales=np.array(STEP_SCALES[:s.num_step_scales], dtype=np.float64), **_CONSTANTS)
 
 
 def _targets(problem: IKProblem) -> _Targets:

@@ -40,8 +40,8 @@ def as_float(value) -> float:
         return math.inf
 
 
-#: Integer settings and their least value.
-_INTEGERS = {"max_iters": 1, "stall_window": 0}
+#: Integer settings and their (least, greatest) values (None: no upper bound).
+_INTEGERS = {"max_iters": (1, None), "stall_window": (0, None), "num_step_scales": (1, len(STEP_SCALES))}
 #: ``SolverSettings.stall_window``: the residual must fall below this fraction of its
 #: value ``stall_window`` accepted steps earlier, or the candidate stops as stalled.
 STALL_RATIO = 0.95
@@ -73,6 +73,10 @@ class SolverSettings:
             residuals after k >= w accepted steps is more than ``STALL_RATIO``
             (0.95) times the sum w steps before (less than 5 % progress in w
             steps). The multi-seed search defaults to 4 (``SEARCH_STALL_WINDOW``).
+        num_step_scales: how many of the step scales ``STEP_SCALES`` (1, 1/2, ...,
+            1/128) a step tries before it is not acceptable: 8 (the spec, 5.4) or
+            fewer, 1 .. 8 (then the smallest scale is 1/2^(n-1)). The multi-seed search
+            defaults to 4 (``SEARCH_NUM_STEP_SCALES``: down to 1/8).
     """
 
     max_position_error: float
@@ -85,6 +89,7 @@ class SolverSettings:
     max_step_norm: float = 0.25
     jacobian: str = "finite_difference"
     stall_window: int = 0
+    num_step_scales: int = len(STEP_SCALES)
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -96,11 +101,14 @@ class SolverSettings:
                     raise InputValidationError("jacobian", f"must be one of {list(JACOBIANS)}, got {value!r}")
                 continue
             if field.name in _INTEGERS:
-                least = _INTEGERS[field.name]
-                rule = "a positive integer" if least == 1 else f"an integer >= {least}"
+                least, most = _INTEGERS[field.name]
+                if most is not None:
+                    rule = f"an integer in [{least}, {most}]"
+                else:
+                    rule = "a positive integer" if least == 1 else f"an integer >= {least}"
                 if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
                     raise InputTypeError(field.name, f"must be {rule}, got {value!r}")
-                if value < least:
+                if value < least or (most is not None and value > most):
                     raise InputValidationError(field.name, f"must be {rule}, got {value}")
                 object.__setattr__(self, field.name, int(value))
                 continue

@@ -46,7 +46,7 @@ def robo_solve_ik_direction_up_multi_batch(
         position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
         rotation_weight: float = 1.0, damping: float = 1e-3,
         max_step_norm: float = 0.25, jacobian: str = "finite_difference", stall_window: int = 0,
-        backend: str = "auto") -> IKBatchResult:
+        num_step_scales: int = 8, backend: str = "auto") -> IKBatchResult:
     """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
 
     Args:
@@ -62,7 +62,8 @@ def robo_solve_ik_direction_up_multi_batch(
         max_iters, position_tol (m), frame_tol_rad (rad), position_weight,
         rotation_weight, damping, max_step_norm (rad/m), jacobian
             ("finite_difference", the spec's, or "analytic"), stall_window (0, the
-            spec's stopping rules, or an opt-in "no progress" stop): see
+            spec's stopping rules, or an opt-in "no progress" stop), num_step_scales
+            (8, the spec's step scales down to 1/128, or fewer): see
             :class:`~direction_up_ik.core.settings.SolverSettings`.
         backend: "numpy", "numba" or "auto"; see :func:`solve_problem`.
     Returns:
@@ -76,7 +77,7 @@ def robo_solve_ik_direction_up_multi_batch(
         max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
         frame_tol_rad=frame_tol_rad, position_weight=position_weight,
         rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
-        stall_window=stall_window)
+        stall_window=stall_window, num_step_scales=num_step_scales)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
     return solve_problem(problem, backend=backend)
 
@@ -396,7 +397,7 @@ class _Solver:
             done[live[tiny]] = True
             pending = np.flatnonzero(~tiny)
             max_pos = pos_err[live].max(axis=-1)
-            for scale in STEP_SCALES:
+            for scale in STEP_SCALES[:s.num_step_scales]:
                 if len(pending) == 0:
                     break
                 idx = live[pending]

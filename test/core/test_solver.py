@@ -342,6 +342,9 @@ def test_both_candidate_checks_accept_the_same_requests(dual_arm):
     (lambda r, c: dict(max_iters=True), InputTypeError, "max_iters: must be a positive integer"),
     (lambda r, c: dict(stall_window=-1), InputValidationError, "stall_window: must be an integer >= 0, got -1"),
     (lambda r, c: dict(stall_window=2.0), InputTypeError, "stall_window: must be an integer >= 0"),
+    (lambda r, c: dict(num_step_scales=0), InputValidationError, r"num_step_scales: must be an integer in \[1, 8\], got 0"),
+    (lambda r, c: dict(num_step_scales=9), InputValidationError, r"num_step_scales: must be an integer in \[1, 8\], got 9"),
+    (lambda r, c: dict(num_step_scales=4.0), InputTypeError, r"num_step_scales: must be an integer in \[1, 8\]"),
     (lambda r, c: dict(position_tol=0.0), InputValidationError, "position_tol: must be a finite positive"),
     (lambda r, c: dict(frame_tol_rad=-1e-3), InputValidationError, "frame_tol_rad: must be a finite positive"),
     (lambda r, c: dict(damping=np.nan), InputValidationError, "damping: must be a finite positive"),
@@ -405,6 +408,34 @@ def test_memoised_settings_still_tell_types_apart():
 def _ssr(result) -> np.ndarray:
     """(B,) sum of squared residuals at the returned states (unit weights, full-pose targets)."""
     return np.sum(result.position_error ** 2 + result.direction_error ** 2 + result.up_error ** 2, axis=-1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_fewer_step_scales_stop_where_a_smaller_scale_was_needed(panda, backend):
+    # Beyond the spec, opt-in: with num_step_scales=n a step tries the scales 1 .. 1/2^(n-1)
+    # only. The solve is the spec-scale solve up to the first step that needed a smaller
+    # scale, and stops there as no_acceptable_step (its first k steps: the solve with max_iters=k,
+    # k = 0: no active joints, no step).
+    if backend == "numba":
+        pytest.importorskip("numba", reason="the compiled backend needs numba (requirements/core.txt)")
+    q = random_in_limits(panda, np.random.default_rng(12), 61)
+    panda.joint_q[:] = q[0]
+    candidates = [targets_at(panda, goal) for goal in q[1:]]
+    kwargs = dict(max_position_error=MPE, max_step_norm=1.0, jacobian="analytic", backend=backend)
+    few = solve(panda, candidates, num_step_scales=2, **kwargs)
+    full = solve(panda, candidates, **kwargs)
+    cut = 0
+    for c in range(len(candidates)):
+        k = int(few.iterations[c])
+        if few.stop_reason[c] == res.STOP_NO_ACCEPTABLE_STEP and full.iterations[c] > k:
+            cut += 1  # the spec's scales went on (a step of 1/4 .. 1/128)
+            limit = dict(max_iters=k) if k else dict(active_dof_ids=())  # k = 0: the start state
+            capped = solve(panda, [candidates[c]], **limit, **kwargs)
+            np.testing.assert_array_equal(few.joint_q[c], capped.joint_q[0])
+        else:
+            np.testing.assert_array_equal(few.joint_q[c], full.joint_q[c])
+            assert few.stop_reason[c] == full.stop_reason[c] and few.iterations[c] == full.iterations[c]
+    assert cut >= 3
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
