@@ -47,8 +47,7 @@ import numpy as np  # noqa: E402
 from direction_up_ik.bench_peers import Problem  # noqa: E402
 from direction_up_ik.core import fast  # noqa: E402
 from direction_up_ik.core.problem import build_problem  # noqa: E402
-from direction_up_ik.core.search import (SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_STALL_WINDOW,  # noqa: E402
-                                         random_starts)
+from direction_up_ik.core.search import SEARCH_JACOBIAN, SEARCH_SETTINGS, random_starts  # noqa: E402
 from direction_up_ik.core.settings import JACOBIANS  # noqa: E402
 from direction_up_ik.core.settings import solver_settings  # noqa: E402
 
@@ -86,8 +85,7 @@ def main(argv=None) -> int:
 
     problem = Problem(args.robot, args.targets, 2026)
     problem.robot.joint_q[:] = problem.starts[args.start]
-    settings = solver_settings(max_position_error=0.03, max_step_norm=SEARCH_MAX_STEP_NORM, jacobian=args.jacobian,
-                               stall_window=SEARCH_STALL_WINDOW)
+    settings = solver_settings(max_position_error=0.03, **dict(SEARCH_SETTINGS, jacobian=args.jacobian))
     t0 = time.perf_counter()
     if args.mode == "batch":
         built = build_problem(problem.robot, problem.candidates, settings=settings)

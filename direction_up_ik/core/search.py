@@ -29,6 +29,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable, Optional
 
 import numpy as np
@@ -51,10 +52,19 @@ SEEDINGS = ("nearest", "random")
 
 #: Default ``max_step_norm`` of the search's local solves (the spec's single solve
 #: uses 0.25). On 1000 random reachable targets per bundled robot a single solve
-#: with 1.0 takes about half the iterations (panda 17.6 -> 8.1 from mid-range),
-#: succeeds as often or more (ur5 50 % -> 76 %, dual arm 69 % -> 84 %) and moves
-#: the joints as little (median cost within 5 %); see ``python -m direction_up_ik.bench``.
-SEARCH_MAX_STEP_NORM = 1.0
+#: with 1.0 takes about half the iterations of one with 0.25 (panda 17.6 -> 8.1 from
+#: mid-range), succeeds as often or more (ur5 50 % -> 76 %, dual arm 69 % -> 84 %) and
+#: moves the joints as little (median cost within 5 %; ``python -m direction_up_ik.bench``).
+#: 1.5 (with :data:`SEARCH_NUM_STEP_SCALES`) took 0.84-0.97 x the time of 1.0 for one
+#: target and 0.88-0.95 x for a batch of 1000, with the same success (A/B in one process).
+SEARCH_MAX_STEP_NORM = 1.5
+
+#: Default ``num_step_scales`` of the search's local solves (the spec's single solve tries
+#: all 8 step scales, 1 .. 1/128): 4 (1 .. 1/8). A solve ends with a step that no scale
+#: makes acceptable; that last iteration evaluates every scale, and a step that 1/8 of
+#: it cannot improve rarely needs 1/128 of it (the seeds take over). Success and joint
+#: motion were the same on the benchmark's targets; time: see SEARCH_MAX_STEP_NORM.
+SEARCH_NUM_STEP_SCALES = 4
 
 #: Default ``jacobian`` of the search's local solves (the spec's single solve uses
 #: "finite_difference"). The exact derivative takes about 0.34 instead of 0.85 us per
@@ -68,6 +78,12 @@ SEARCH_JACOBIAN = "analytic"
 #: 3-23 % less time with the same success and joint motion (A/B in one process); of
 #: the solves from the current state it stopped, 0-4 in 1000 would have converged later.
 SEARCH_STALL_WINDOW = 4
+
+#: The search's defaults for the solver settings of its local solves, by
+#: :class:`~direction_up_ik.core.settings.SolverSettings` field (the adapters' defaults too).
+SEARCH_SETTINGS = MappingProxyType(dict(max_step_norm=SEARCH_MAX_STEP_NORM, jacobian=SEARCH_JACOBIAN,
+                                        stall_window=SEARCH_STALL_WINDOW,
+                                        num_step_scales=SEARCH_NUM_STEP_SCALES))
 
 #: A search of at least this many candidates runs as one search per thread of the compiled
 #: backend, each on a contiguous slice of the candidates with its kernel calls on that
@@ -201,8 +217,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
                    accept: Optional[AcceptFn] = None, seeding: str = "nearest") -> SearchResult:
     """Run the search on a built problem (see :func:`robo_search_ik_direction_up`).
 
-    The problem's settings are used as they are (build it with ``max_step_norm=SEARCH_MAX_STEP_NORM,
-    jacobian=SEARCH_JACOBIAN, stall_window=SEARCH_STALL_WINDOW`` for the search's defaults).
+    The problem's settings are used as they are (build it with ``**SEARCH_SETTINGS`` for the
+    search's defaults).
     A big batch may run as one search per core on slices of the candidates
     (:data:`SPLIT_MIN_CANDIDATES`, :func:`split_count`); each candidate's search is the
     same, so the results are too.
@@ -407,8 +423,7 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
     start = time.perf_counter()
     if candidates is None:
         candidates = full_pose_candidates(robot.tcp_transforms(robot.joint_q[None]))
-    settings = solver_settings(max_position_error=1.0, max_step_norm=SEARCH_MAX_STEP_NORM,
-                               jacobian=SEARCH_JACOBIAN)
+    settings = solver_settings(max_position_error=1.0, **SEARCH_SETTINGS)
     problem = build_problem(robot, candidates, active_dof_ids, "cpu", root_world_xform, settings,
                             joint_bounds=joint_bounds)
     library = library_for(problem)
@@ -425,7 +440,8 @@ def robo_search_ik_direction_up(
         random_seed: Optional[int] = 0, accept: Optional[AcceptFn] = None, seeding: str = "nearest",
         joint_bounds=None,
         root_world_xform=None, max_step_norm: float = SEARCH_MAX_STEP_NORM,
-        jacobian: str = SEARCH_JACOBIAN, stall_window: int = SEARCH_STALL_WINDOW, **settings) -> SearchResult:
+        jacobian: str = SEARCH_JACOBIAN, stall_window: int = SEARCH_STALL_WINDOW,
+        num_step_scales: int = SEARCH_NUM_STEP_SCALES, **settings) -> SearchResult:
     """Multi-seed search over the spec solver.
 
     Args:
@@ -434,7 +450,7 @@ def robo_search_ik_direction_up(
         num_seeds: K in-limit starts per candidate in each round after round 0
             (which solves from the current state only); see ``seeding``. 0 = the
             current state only (the spec's solve when also given max_step_norm=0.25,
-            jacobian="finite_difference", stall_window=0). Racing seeds trade work
+            jacobian="finite_difference", stall_window=0, num_step_scales=8). Racing seeds trade work
             for latency, and the library's nearest seeds mostly succeed: for one
             target (5 ms budget, 300 targets per bundled robot and start) 4 seeds per
             round answered 3-10 % sooner than 7 (median and p95) and as often as 3
@@ -464,18 +480,21 @@ def robo_search_ik_direction_up(
             around each call's seed) are better served by ``seeding="random"``, as the
             MoveIt plugin does.
         max_step_norm: step cap of every local solve, default
-            :data:`SEARCH_MAX_STEP_NORM` (1.0; pass 0.25 for the spec's solve in round 0).
+            :data:`SEARCH_MAX_STEP_NORM` (1.5; pass 0.25 for the spec's solve in round 0).
         jacobian: of every local solve, default :data:`SEARCH_JACOBIAN` ("analytic");
             "finite_difference" is the spec's (see ``SolverSettings.jacobian``).
         stall_window: of every local solve, default :data:`SEARCH_STALL_WINDOW` (4);
             0 = the spec's stopping rules only (see ``SolverSettings.stall_window``).
+        num_step_scales: of every local solve, default :data:`SEARCH_NUM_STEP_SCALES`
+            (4: step scales 1 .. 1/8); 8 = the spec's (see ``SolverSettings.num_step_scales``).
         **settings: max_iters, position_tol, frame_tol_rad, position_weight,
             rotation_weight, damping (spec defaults).
     """
     if time_budget is None and max_rounds is None:
         max_rounds = 1
     checked = solver_settings(max_position_error=max_position_error, max_step_norm=max_step_norm,
-                              jacobian=jacobian, stall_window=stall_window, **settings)
+                              jacobian=jacobian, stall_window=stall_window,
+                              num_step_scales=num_step_scales, **settings)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform,
                             checked, joint_bounds=joint_bounds)
     return search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,

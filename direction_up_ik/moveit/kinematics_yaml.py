@@ -15,10 +15,12 @@ Per planning group, MoveIt's keys::
         position_weight: 1.0
         rotation_weight: 1.0
         damping: 0.001
-        max_step_norm: 1.0         # rad / m; default 1.0 with num_seeds > 0 (search), else 0.25 (spec)
+        max_step_norm: 1.5         # rad / m; default 1.5 with num_seeds > 0 (search), else 0.25 (spec)
         jacobian: analytic         # default analytic with num_seeds > 0 (search), else finite_difference (spec)
         stall_window: 4            # default 4 with num_seeds > 0 (search: stop a solve making < 5 % progress
                                    # in 4 steps), else 0 (spec)
+        num_step_scales: 4         # default 4 with num_seeds > 0 (search: step scales 1 .. 1/8), else 8
+                                   # (spec: 1 .. 1/128)
         max_iters: 32
         num_seeds: 4               # starts per round of seeds; 0 = the spec's single solve
         selection: least_motion    # or limit_center
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_STALL_WINDOW, SELECTIONS
+from ..core.search import SEARCH_SETTINGS, SELECTIONS
 from ..core.settings import SolverSettings
 
 LOG = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ MOVEIT_KEYS = ("kinematics_solver", "kinematics_solver_search_resolution", "kine
                "kinematics_solver_attempts", "kinematics_solver_service_name")
 OWN_KEY = "direction_up_ik"
 _SETTINGS_KEYS = ("position_tol", "frame_tol_rad", "max_position_error", "position_weight",
-                  "rotation_weight", "damping", "max_step_norm", "max_iters", "jacobian", "stall_window")
+                  "rotation_weight", "damping", "max_step_norm", "max_iters", "jacobian", "stall_window",
+                  "num_step_scales")
 _OWN_KEYS = _SETTINGS_KEYS + ("num_seeds", "selection", "random_seed", "mode", "local_axes", "base_frame",
                               "tip_frames")
 DEFAULT_TIMEOUT = 0.005
@@ -70,9 +73,7 @@ class GroupKinematicsConfig:
     timeout: float = DEFAULT_TIMEOUT
     service_name: str = "solve_ik"
     settings: SolverSettings = field(
-        default_factory=lambda: SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR,
-                                               max_step_norm=SEARCH_MAX_STEP_NORM,
-                                               jacobian=SEARCH_JACOBIAN, stall_window=SEARCH_STALL_WINDOW))
+        default_factory=lambda: SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR, **SEARCH_SETTINGS))
     num_seeds: int = 4
     selection: str = "least_motion"
     random_seed: Optional[int] = 0
@@ -134,9 +135,8 @@ def group_config(group: str, entry: Mapping[str, Any]) -> GroupKinematicsConfig:
     settings = {k: own[k] for k in _SETTINGS_KEYS if k in own}
     settings.setdefault("max_position_error", DEFAULT_MAX_POSITION_ERROR)
     if kwargs.get("num_seeds", GroupKinematicsConfig.num_seeds) > 0:
-        settings.setdefault("max_step_norm", SEARCH_MAX_STEP_NORM)
-        settings.setdefault("jacobian", SEARCH_JACOBIAN)
-        settings.setdefault("stall_window", SEARCH_STALL_WINDOW)
+        for name, value in SEARCH_SETTINGS.items():
+            settings.setdefault(name, value)
     try:
         kwargs["settings"] = SolverSettings(**settings)
     except InputValidationError as exc:

@@ -30,8 +30,9 @@ from typing import Any, Mapping, Optional, Tuple
 import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_STALL_WINDOW, SELECTIONS
-from ..core.settings import SolverSettings
+from ..core.search import (SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES, SEARCH_STALL_WINDOW,
+                           SELECTIONS)
+from ..core.settings import STEP_SCALES, SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
 
@@ -126,6 +127,10 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "when their residual fell by less than 5 % over this many steps (the seeds take over); "
                   "0 = off (the spec's stopping rules, which the single start always uses)",
                   min_value=0, max_value=1000),
+    ParameterSpec("search.num_step_scales", "integer", SEARCH_NUM_STEP_SCALES, "step scales 1, 1/2, "
+                  "1/4, ... the search's local solves try before a step is not acceptable; 8 = the "
+                  "spec's (down to 1/128, which the single start always uses)", min_value=1,
+                  max_value=len(STEP_SCALES)),
     ParameterSpec("search.time_budget", "double", 0.0, "seconds per request for the search; 0 = none "
                   "(then search.max_rounds rounds)", min_value=0.0, max_value=3600.0),
     ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds after the solve from the current "
@@ -374,16 +379,18 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     if selection not in SELECTIONS:
         raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
     solver = solver_settings_from_values(values)
-    # The search's local solves: solver.* with search.max_step_norm / jacobian / stall_window,
-    # checked by SolverSettings' own rules (errors name the search.* parameter).
+    # The search's local solves: solver.* with search.max_step_norm / jacobian / stall_window /
+    # num_step_scales, checked by SolverSettings' own rules (errors name the search.* parameter).
     try:
         search_solver = solver.replace(max_step_norm=_number(values, "search.max_step_norm", "double"),
                                        jacobian=get("search.jacobian"),
-                                       stall_window=_number(values, "search.stall_window", "integer"))
+                                       stall_window=_number(values, "search.stall_window", "integer"),
+                                       num_step_scales=_number(values, "search.num_step_scales", "integer"))
     except InputValidationError as exc:
         raise ConfigError(f"search.{exc.field}", exc.rule) from None
     _check_range("search.max_step_norm", search_solver.max_step_norm)
     _check_range("search.stall_window", search_solver.stall_window)
+    _check_range("search.num_step_scales", search_solver.num_step_scales)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,

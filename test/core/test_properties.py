@@ -20,7 +20,7 @@ from scipy.spatial.transform import Rotation
 from direction_up_ik import (DirectionUpTarget, RobotKinematics, robo_search_ik_direction_up,
                              robo_solve_ik_direction_up_multi_batch)
 from direction_up_ik.core.errors import InputValidationError
-from direction_up_ik.core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_STALL_WINDOW
+from direction_up_ik.core.search import SEARCH_SETTINGS
 
 from strategies import PROFILE, junk_requests, perpendicular_pair, scenarios
 
@@ -217,9 +217,8 @@ def test_search_keeps_the_invariants_and_round_zero_successes(sc):
     input, cost is the motion from the current state, best_index the least cost, and a
     candidate its round 0 solves keeps exactly that answer."""
     kwargs = dict(sc.kwargs)
-    kwargs.setdefault("max_step_norm", SEARCH_MAX_STEP_NORM)
-    kwargs.setdefault("jacobian", SEARCH_JACOBIAN)
-    kwargs.setdefault("stall_window", SEARCH_STALL_WINDOW)
+    for name, value in SEARCH_SETTINGS.items():
+        kwargs.setdefault(name, value)
     found = robo_search_ik_direction_up(sc.robot, sc.candidates(), num_seeds=3, max_rounds=2,
                                         random_seed=1, **kwargs)
     result = found.result

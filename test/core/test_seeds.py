@@ -9,7 +9,7 @@ from direction_up_ik.core import warm_up_search
 from direction_up_ik.bench import random_configurations, reachable_candidates
 from direction_up_ik.core import seeds
 from direction_up_ik.core.problem import build_problem
-from direction_up_ik.core.search import SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_STALL_WINDOW
+from direction_up_ik.core.search import SEARCH_SETTINGS
 from direction_up_ik.core.settings import solver_settings
 from direction_up_ik.core.solver import solve_problem
 
@@ -19,8 +19,7 @@ MPE = 0.03
 
 
 def _problem(robot, candidates, active_dof_ids=None, joint_bounds=None):
-    settings = solver_settings(max_position_error=MPE, max_step_norm=SEARCH_MAX_STEP_NORM,
-                               jacobian=SEARCH_JACOBIAN, stall_window=SEARCH_STALL_WINDOW)
+    settings = solver_settings(max_position_error=MPE, **SEARCH_SETTINGS)
     return build_problem(robot, candidates, active_dof_ids, "cpu", None, settings, joint_bounds=joint_bounds)
 
 
@@ -116,8 +115,7 @@ def test_a_target_at_a_library_state_is_solved_from_that_state(panda):
     for k in range(len(library)):
         candidates = [targets_at(panda, library.q[k])]
         local = robo_solve_ik_direction_up_multi_batch(panda, candidates, max_position_error=MPE,
-                                                       max_step_norm=SEARCH_MAX_STEP_NORM, jacobian=SEARCH_JACOBIAN,
-                                                       stall_window=SEARCH_STALL_WINDOW)
+                                                       **SEARCH_SETTINGS)
         if local.success[0] == 0:
             break
     found = robo_search_ik_direction_up(panda, candidates, num_seeds=1, max_rounds=1, max_position_error=MPE)

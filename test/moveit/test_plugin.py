@@ -235,21 +235,24 @@ def test_bridge_error_codes(change, code):
 
 
 def test_kinematics_yaml_step_cap_and_jacobian_defaults_follow_the_search():
-    """Groups that search default to the search's step cap, Jacobian and stall stop; num_seeds 0
-    keeps the spec's 0.25, finite differences and no stall stop; explicit keys win."""
+    """Groups that search default to the search's step cap, Jacobian, stall stop and step scales;
+    num_seeds 0 keeps the spec's 0.25, finite differences, no stall stop and 8 scales; explicit keys win."""
     groups = load_kinematics_yaml("searching: {}\n"
                                   "spec: {direction_up_ik: {num_seeds: 0}}\n"
                                   "explicit: {direction_up_ik: {max_step_norm: 0.5, jacobian: finite_difference, "
-                                  "stall_window: 0}}\n")
-    assert groups["searching"].num_seeds > 0 and groups["searching"].settings.max_step_norm == 1.0
+                                  "stall_window: 0, num_step_scales: 2}}\n")
+    assert groups["searching"].num_seeds > 0 and groups["searching"].settings.max_step_norm == 1.5
     assert groups["searching"].settings.jacobian == "analytic"
     assert groups["searching"].settings.stall_window == 4
+    assert groups["searching"].settings.num_step_scales == 4
     assert groups["spec"].settings.max_step_norm == 0.25
     assert groups["spec"].settings.jacobian == "finite_difference"
     assert groups["spec"].settings.stall_window == 0
+    assert groups["spec"].settings.num_step_scales == 8
     assert groups["explicit"].settings.max_step_norm == 0.5
     assert groups["explicit"].settings.jacobian == "finite_difference"
     assert groups["explicit"].settings.stall_window == 0
+    assert groups["explicit"].settings.num_step_scales == 2
 
 
 def test_initialize_builds_the_seed_library_and_searches_reuse_it(monkeypatch):

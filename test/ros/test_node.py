@@ -21,7 +21,7 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.parameter import Parameter  # noqa: E402
 
 from direction_up_ik import robo_solve_ik_direction_up_multi_batch  # noqa: E402
-from direction_up_ik.core.search import SEARCH_STALL_WINDOW  # noqa: E402
+from direction_up_ik.core.search import SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES, SEARCH_STALL_WINDOW  # noqa: E402
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
@@ -466,7 +466,7 @@ def test_search_uses_its_own_step_cap(ros):
     # The spec's Jacobian for the search too, so that only the step caps differ here.
     assert node.set_param("search.jacobian", "finite_difference").successful
     spec = solve()  # no search: solver.max_step_norm (0.25)
-    searched = solve(num_seeds=4)  # round 0 succeeds, with search.max_step_norm (1.0)
+    searched = solve(num_seeds=4)  # round 0 succeeds, with search.max_step_norm (1.5)
     assert searched.iterations < spec.iterations
     assert searched.joint_positions != spec.joint_positions
     assert solve(num_seeds=4, max_step_norm=0.25).joint_positions == spec.joint_positions
@@ -487,20 +487,23 @@ def test_search_jacobian_parameter(ros):
         assert result.success
         return np.array(result.joint_positions)
 
-    def local(jacobian, max_step_norm, stall_window=SEARCH_STALL_WINDOW):
+    def local(jacobian, max_step_norm=SEARCH_MAX_STEP_NORM, stall_window=SEARCH_STALL_WINDOW,
+              num_step_scales=SEARCH_NUM_STEP_SCALES):
         """The core's solve of the same target from the same state."""
         model.joint_q[:] = node.start
         return robo_solve_ik_direction_up_multi_batch(model, (targets_at(model, goal),), max_position_error=0.03,
                                                       max_step_norm=max_step_norm, jacobian=jacobian,
-                                                      stall_window=stall_window).joint_q[0]
+                                                      stall_window=stall_window,
+                                                      num_step_scales=num_step_scales).joint_q[0]
 
     assert node.get_params("search.jacobian") == ["analytic"]
     assert node.get_params("search.stall_window") == [SEARCH_STALL_WINDOW]
-    analytic, fd = local("analytic", 1.0), local("finite_difference", 1.0)
+    analytic, fd = local("analytic"), local("finite_difference")
     assert not np.allclose(analytic, fd, rtol=0, atol=1e-6)  # the two Jacobians take different paths
     # round 0 of the search (from the current state) solves it
     np.testing.assert_allclose(solve(num_seeds=4), analytic, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(solve(), local("finite_difference", 0.25, stall_window=0), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(solve(), local("finite_difference", 0.25, stall_window=0, num_step_scales=8),
+                               rtol=0, atol=1e-6)
     assert node.set_param("search.jacobian", "finite_difference").successful
     np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)
     for bad in ("exact", "", "Analytic"):
@@ -509,11 +512,19 @@ def test_search_jacobian_parameter(ros):
     np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)
     # search.stall_window: live, validated (0 = the spec's stopping rules only).
     assert node.set_param("search.stall_window", 0).successful
-    np.testing.assert_allclose(solve(num_seeds=4), local("finite_difference", 1.0, stall_window=0),
+    np.testing.assert_allclose(solve(num_seeds=4), local("finite_difference", stall_window=0),
                                rtol=0, atol=1e-6)
     for bad in (-1, 1001, 2.5):
         assert not node.set_param("search.stall_window", bad).successful
     assert node.get_params("search.stall_window") == [0]
+    # search.num_step_scales: live, validated (8 = the spec's scales, down to 1/128).
+    assert node.get_params("search.num_step_scales") == [SEARCH_NUM_STEP_SCALES]
+    assert node.set_param("search.num_step_scales", 8).successful
+    np.testing.assert_allclose(solve(num_seeds=4), local("finite_difference", stall_window=0, num_step_scales=8),
+                               rtol=0, atol=1e-6)
+    for bad in (0, 9, 2.5):
+        assert not node.set_param("search.num_step_scales", bad).successful
+    assert node.get_params("search.num_step_scales") == [8]
 
 
 def test_moveit_bridge_configuration(ros, ros_context):
@@ -547,6 +558,7 @@ def test_moveit_bridge_configuration(ros, ros_context):
     ("search.max_step_norm", 1e6, ["search.max_step_norm", "1000"]),
     ("search.jacobian", "exact", ["search.jacobian", "finite_difference", "analytic"]),
     ("search.stall_window", -1, ["search.stall_window"]),
+    ("search.num_step_scales", 9, ["search.num_step_scales"]),
     ("command.time_from_start", -1.0, ["command.time_from_start"]),
     ("limits.max_candidates", 0, ["limits.max_candidates"]),
     ("active_joints", ["nope"], ["active_joints", "nope"]),
