@@ -735,7 +735,10 @@ def paired_timing(solvers: Sequence[Solver], problem: Problem, q_start: np.ndarr
     return {key: np.median(times, axis=0) for key, times in seconds.items()}
 
 
-PAIRED_BATCH_SWEEPS = 5
+#: Alternations of :func:`paired_batch_timing` (a sweep is a batched call twice and ``ik_LM``
+#: over all targets: about 0.1 s). 11 rather than 5: with 5, three runs of the same code on
+#: this shared 2-core host gave 0.30-0.41 x for the ur5 from mid-range.
+PAIRED_BATCH_SWEEPS = 11
 #: The batched call and the peer the batch goal compares, timed in alternation.
 PAIRED_BATCH = ("batched_search", "rtb_ik_lm")
 
