@@ -137,7 +137,7 @@ class SeedLibrary:
         self._periodic = a[periodic_coordinates(problem.robot)[a] & wide]
         for array in (self.q, self.tcp_rot, self.tcp_pos):
             array.setflags(write=False)
-        self._indexes: Dict[bytes, list] = {}
+        self._indexes: Dict[bytes, list] = {}  # key -> [features (M, F), their transpose, tree]
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -151,19 +151,20 @@ class SeedLibrary:
                 np.einsum("meij,ej->mei", rot, problem.local_up))
 
     def _index(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray, tree: bool):
-        """(features (M, F), k-d tree or None) of the problem's slot layout and this constraint
-        pattern; the tree is built when ``tree`` asks for it."""
+        """(features (M, F), the same (F, M) C-contiguous for the compiled scan, k-d tree or None)
+        of the problem's slot layout and this constraint pattern; the tree is built when ``tree``
+        asks for it."""
         key = b"|".join(x.tobytes() for x in (problem.ee_ids, problem.local_direction, problem.local_up,
                                               has_direction, has_up))
         with self._lock:
             entry = self._indexes.get(key)
             if entry is None:
-                entry = self._indexes[key] = [np.ascontiguousarray(pose_features(
-                    *self.slot_axes(problem), has_direction, has_up)), None]
-            if tree and entry[1] is None:
+                features = np.ascontiguousarray(pose_features(*self.slot_axes(problem), has_direction, has_up))
+                entry = self._indexes[key] = [features, np.ascontiguousarray(features.T), None]
+            if tree and entry[2] is None:
                 from scipy.spatial import cKDTree
-                entry[1] = cKDTree(entry[0], leafsize=_LEAF_SIZE)
-            return entry[0], entry[1]
+                entry[2] = cKDTree(entry[0], leafsize=_LEAF_SIZE)
+            return tuple(entry)
 
     def nearest(self, problem: IKProblem, rows: np.ndarray, first: int, count: int,
                 method: str = "auto") -> np.ndarray:
@@ -173,8 +174,9 @@ class SeedLibrary:
         Requires ``first + count <= len(self)``. Candidates with different
         constraint patterns (modes per slot) are compared on their own parts.
         ``method``: "scan" (compiled brute force, :func:`~direction_up_ik.core.fast.nearest_ranks`;
-        needs numba), "tree" (the k-d tree) or "auto": a scan for at most ``SCAN_ROWS``
-        candidates when numba is available, else the tree. Both rank exactly.
+        needs numba), "tree" (the k-d tree) or "auto": with numba, a scan for at most
+        ``SCAN_ROWS`` candidates of a constraint pattern or for more than ``TREE_MAX_FEATURES``
+        feature dimensions, else the tree. Both rank exactly.
         """
         if method not in NEAREST_METHODS:
             raise InputValidationError("method", f"must be one of {list(NEAREST_METHODS)}, got {method!r}")
@@ -182,7 +184,7 @@ class SeedLibrary:
         out = np.empty((len(rows), count), dtype=np.int64)
         if len(rows) == 0 or count == 0:
             return out
-        scan = _scanner() if method == "scan" or (method == "auto" and len(rows) <= SCAN_ROWS) else None
+        scan = _scanner() if method != "tree" else None
         if method == "scan" and scan is None:
             raise RuntimeError("nearest(method='scan') needs the compiled backend (numba)")
         has_direction, has_up = problem.has_direction[rows], problem.has_up[rows]
@@ -198,9 +200,11 @@ class SeedLibrary:
             r = rows[mine]
             points = pose_features(problem.target_position[r], problem.target_direction[r],
                                    problem.target_up[r], has_dir, has_u)
-            features, tree = self._index(problem, has_dir, has_u, tree=scan is None)
-            if scan is not None:
-                out[mine] = scan(features, points, first, count)
+            scanned = scan is not None and (method == "scan" or len(r) <= SCAN_ROWS
+                                            or points.shape[1] > TREE_MAX_FEATURES)
+            _, features_t, tree = self._index(problem, has_dir, has_u, tree=not scanned)
+            if scanned:
+                out[mine] = scan(features_t, points, first, count)
             else:
                 _, idx = tree.query(points, k=first + count)
                 out[mine] = np.reshape(idx, (len(r), first + count))[:, first:]
@@ -228,9 +232,13 @@ class SeedLibrary:
 
 #: Queries of at most this many candidates scan the library (compiled brute force) instead of
 #: querying the k-d tree: one target's seeding took 75 us through the tree inside a search
-#: (cold caches; 22 us when repeated) and about 15 us scanning; 900 targets take 4 ms through
-#: the tree and about 15 ms scanning.
+#: (cold caches; 15-20 us when repeated) and 8.5 us scanning (panda, ur5: 9 features); 500
+#: targets take 4-4.6 us each through the tree and 8 us scanning.
 SCAN_ROWS = 8
+#: Queries with more feature dimensions than this scan the library whatever their number: a
+#: k-d tree prunes little there (dual arm, 18 features: 22 us per query through the tree,
+#: 13 us scanning, for 500 targets).
+TREE_MAX_FEATURES = 12
 #: Values of ``SeedLibrary.nearest``'s ``method``.
 NEAREST_METHODS = ("auto", "scan", "tree")
 

@@ -107,6 +107,20 @@ def test_the_compiled_scan_ranks_like_the_tree(panda, dual_arm):
         library.nearest(problem, rows, 0, 1, method="kd")
 
 
+def test_auto_scans_few_candidates_or_many_features_and_queries_the_tree_otherwise(panda, dual_arm):
+    pytest.importorskip("numba", reason="the scan is compiled with numba (requirements/core.txt)")
+    # panda full poses: 9 features; dual arm: 18 (> TREE_MAX_FEATURES), where a tree prunes little.
+    for robot, n, tree_expected in ((panda, 30, True), (panda, seeds.SCAN_ROWS, False), (dual_arm, 30, False)):
+        robot.joint_q[:] = np.clip(0.0, robot.lower_limits, robot.upper_limits)
+        candidates = reachable_candidates(robot, random_configurations(robot, np.random.default_rng(n), n))
+        problem = _problem(robot, candidates)
+        library = seeds.SeedLibrary(problem, size=500)  # its own: no tree built yet
+        rows = np.arange(n)
+        ranks = library.nearest(problem, rows, 0, 3)
+        assert [entry[2] is not None for entry in library._indexes.values()] == [tree_expected]
+        np.testing.assert_array_equal(ranks, library.nearest(problem, rows, 0, 3, method="tree"))
+
+
 def test_a_target_at_a_library_state_is_solved_from_that_state(panda):
     panda.joint_q[:] = mid_range(panda)
     probe = _problem(panda, [targets_at(panda, mid_range(panda))])
