@@ -16,7 +16,8 @@ Solvers (inputs are prepared before timing; ``time.perf_counter`` around each ca
 * ``multi-seed search``: ``robo_search_ik_direction_up(num_seeds=4,
   time_budget=0.005)`` (its defaults otherwise: the current state first, then
   rounds of 4 seeds for a target it misses, from its seed library nearest the
-  target's pose first, local solves with step cap 1.0), one target per call;
+  target's pose first, local solves with ``SEARCH_SETTINGS``: step cap 1.5, step scales
+  down to 1/8), one target per call;
 * ``batched spec`` / ``batched search``: all N targets in one
   ``robo_solve_ik_direction_up_multi_batch`` call / one
   ``robo_search_ik_direction_up(num_seeds=2, max_rounds=10)`` call (at most 10
