@@ -410,18 +410,29 @@ def _ssr(result) -> np.ndarray:
     return np.sum(result.position_error ** 2 + result.direction_error ** 2 + result.up_error ** 2, axis=-1)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_fewer_step_scales_stop_where_a_smaller_scale_was_needed(panda, backend):
-    # Beyond the spec, opt-in: with num_step_scales=n a step tries the scales 1 .. 1/2^(n-1)
-    # only. The solve is the spec-scale solve up to the first step that needed a smaller
-    # scale, and stops there as no_acceptable_step (its first k steps: the solve with max_iters=k,
-    # k = 0: no active joints, no step).
+def _panda_at_random_targets(panda, backend):
+    """The panda at the first of 61 random in-limit states, full-pose targets at the other 60,
+    and solve keywords with the search's cap 1.0 and analytic Jacobian for ``backend``."""
     if backend == "numba":
         pytest.importorskip("numba", reason="the compiled backend needs numba (requirements/core.txt)")
     q = random_in_limits(panda, np.random.default_rng(12), 61)
     panda.joint_q[:] = q[0]
     candidates = [targets_at(panda, goal) for goal in q[1:]]
-    kwargs = dict(max_position_error=MPE, max_step_norm=1.0, jacobian="analytic", backend=backend)
+    return candidates, dict(max_position_error=MPE, max_step_norm=1.0, jacobian="analytic", backend=backend)
+
+
+def _first_steps(robot, candidates, k: int, kwargs):
+    """The solve's first k steps: the solve with max_iters=k (k = 0: no active joints, no step)."""
+    limit = dict(max_iters=k) if k else dict(active_dof_ids=())
+    return solve(robot, candidates, **limit, **kwargs)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_fewer_step_scales_stop_where_a_smaller_scale_was_needed(panda, backend):
+    # Beyond the spec, opt-in: with num_step_scales=n a step tries the scales 1 .. 1/2^(n-1)
+    # only. The solve is the spec-scale solve up to the first step that needed a smaller
+    # scale, and stops there as no_acceptable_step.
+    candidates, kwargs = _panda_at_random_targets(panda, backend)
     few = solve(panda, candidates, num_step_scales=2, **kwargs)
     full = solve(panda, candidates, **kwargs)
     cut = 0
@@ -429,8 +440,7 @@ def test_fewer_step_scales_stop_where_a_smaller_scale_was_needed(panda, backend)
         k = int(few.iterations[c])
         if few.stop_reason[c] == res.STOP_NO_ACCEPTABLE_STEP and full.iterations[c] > k:
             cut += 1  # the spec's scales went on (a step of 1/4 .. 1/128)
-            limit = dict(max_iters=k) if k else dict(active_dof_ids=())  # k = 0: the start state
-            capped = solve(panda, [candidates[c]], **limit, **kwargs)
+            capped = _first_steps(panda, [candidates[c]], k, kwargs)
             np.testing.assert_array_equal(few.joint_q[c], capped.joint_q[0])
         else:
             np.testing.assert_array_equal(few.joint_q[c], full.joint_q[c])
@@ -442,18 +452,12 @@ def test_fewer_step_scales_stop_where_a_smaller_scale_was_needed(panda, backend)
 def test_stall_window_stops_a_candidate_after_too_little_progress(panda, backend):
     # Beyond the spec, opt-in. An iteration depends on the joint state only, so a solve
     # capped at k iterations is the first k steps of the uncapped one: the residual
-    # after k steps comes from solves with max_iters=k (k=0: no active joints, no step).
-    if backend == "numba":
-        pytest.importorskip("numba", reason="the compiled backend needs numba (requirements/core.txt)")
-    q = random_in_limits(panda, np.random.default_rng(12), 61)
-    panda.joint_q[:] = q[0]
-    candidates = [targets_at(panda, goal) for goal in q[1:]]
-    kwargs = dict(max_position_error=MPE, max_step_norm=1.0, jacobian="analytic", backend=backend)
+    # after k steps comes from the solves of the first k steps.
+    candidates, kwargs = _panda_at_random_targets(panda, backend)
     window = 3
     stalled = solve(panda, candidates, stall_window=window, **kwargs)
     plain = solve(panda, candidates, **kwargs)
-    ssr = np.array([_ssr(solve(panda, candidates, active_dof_ids=(), **kwargs))]
-                   + [_ssr(solve(panda, candidates, max_iters=k, **kwargs)) for k in range(1, 33)]).T
+    ssr = np.array([_ssr(_first_steps(panda, candidates, k, kwargs)) for k in range(33)]).T
     reasons = np.array(stalled.stop_reason)
     assert (reasons == res.STOP_STALLED).sum() >= 3 and (reasons == res.STOP_CONVERGED).sum() >= 10
     for c in range(len(candidates)):
@@ -461,7 +465,7 @@ def test_stall_window_stops_a_candidate_after_too_little_progress(panda, backend
         if reasons[c] == res.STOP_STALLED:
             # It stopped after its k-th step, where the residual first failed to fall 5 % in 3 steps...
             assert k >= window and ssr[c, k] > 0.95 * ssr[c, k - window]
-            capped = solve(panda, [candidates[c]], max_iters=k, **kwargs)
+            capped = _first_steps(panda, [candidates[c]], k, kwargs)
             np.testing.assert_array_equal(stalled.joint_q[c], capped.joint_q[0])
         else:  # ...the others are the plain solve's.
             np.testing.assert_array_equal(stalled.joint_q[c], plain.joint_q[c])
