@@ -178,7 +178,8 @@ _Config = namedtuple("_Config", (
 #: once solved ``success`` (B,) int32 0/1 and ``cost`` (B,) (spec 4; +inf on failure).
 #: The kernel initialises these fields; the caller may pass np.empty. Inputs:
 #: ``q`` (the start states), ``group`` (B,) int64 and ``quota`` (B,) int64: a run of
-#: consecutive rows with equal ``group`` races (see :func:`supersede`; quota 0 = no race).
+#: consecutive rows with equal ``group`` is a relay of starts (see :func:`relay_turn`;
+#: quota 0 = independent rows).
 _State = namedtuple("_State", ("q", "r", "ssr", "err", "iterations", "reason", "fail_key", "done",
                                "success", "cost", "group", "quota"))
 
@@ -186,10 +187,12 @@ _State = namedtuple("_State", ("q", "r", "ssr", "err", "iterations", "reason", "
 #: (K, 3, 3)/(K, 3), TCP poses (E, 3, 3)/(E, 3), 3x3 temporaries, the Jacobian
 #: (A, 9E), perturbed residuals (9E,), DLS arrays (A, A)/(A,), the trial state
 #: (D,) with its residuals/errors, a perturbed state (D,), squares (max(9E, A),), and
-#: the residual history of the stall test (max(1, stall_window),).
+#: the residual history of the stall test (max(1, stall_window),), and the relay's
+#: bookkeeping: the iteration a row started at and whether it still waits for its turn.
 _Work = namedtuple("_Work", (
     "node_rot", "node_pos", "tcp_rot", "tcp_pos", "local", "rot_p", "jac", "r_p", "h", "g",
-    "step", "matrix", "rhs", "value", "fixed", "trial", "r_t", "err_t", "q_p", "sq", "ssr_history"))
+    "step", "matrix", "rhs", "value", "fixed", "trial", "r_t", "err_t", "q_p", "sq", "ssr_history",
+    "started_at", "waiting"))
 
 
 # ==================================================================== clock
@@ -1039,22 +1042,38 @@ def start_candidate(b, w, m, tg, cfg, st, wk):
 
 
 @jitable
-def supersede(st, lo, hi):
-    """Race of the search's seeds among rows lo:hi (whole groups): once ``quota`` rows of a
-    group (a run of consecutive rows with equal ``group``) have converged, its live rows
-    stop as superseded."""
+def relay_turn(st, wk, lo, hi, it, max_iters):
+    """Before iteration ``it`` of rows lo:hi (whole runs; ``wk`` rows 0..): rows that have
+    run ``max_iters`` iterations stop (reason max_iters); in a relay (a run of consecutive
+    rows with equal ``group`` and ``quota`` > 0) the rest stop as superseded once ``quota``
+    rows have converged, else, when none of its rows is running, the next waiting row
+    starts. Same as the relay in ``_Solver.run``."""
+    for b in range(lo, hi):
+        w = b - lo
+        if not st.done[b] and not wk.waiting[w] and it - wk.started_at[w] >= max_iters:
+            st.done[b] = True
     start = lo
     while start < hi:
-        end, count = start, 0
+        end, count, running = start, 0, 0
         while end < hi and st.group[end] == st.group[start]:
-            if st.done[end] and st.reason[end] == _CONVERGED:
-                count += 1
+            if st.done[end]:
+                count += st.reason[end] == _CONVERGED
+            elif not wk.waiting[end - lo]:
+                running += 1
             end += 1
-        if st.quota[start] > 0 and count >= st.quota[start]:
-            for k in range(start, end):
-                if not st.done[k]:
-                    st.reason[k] = _SUPERSEDED
-                    st.done[k] = True
+        if st.quota[start] > 0:
+            if count >= st.quota[start]:
+                for k in range(start, end):
+                    if not st.done[k]:
+                        st.reason[k] = _SUPERSEDED
+                        st.done[k] = True
+                        wk.waiting[k - lo] = False
+            elif running == 0:
+                for k in range(start, end):
+                    if wk.waiting[k - lo]:
+                        wk.waiting[k - lo] = False
+                        wk.started_at[k - lo] = it
+                        break
         start = end
 
 
@@ -1092,13 +1111,13 @@ def alloc_work(b, k, e, a, d, w):
         np.zeros((b, a, a)), np.zeros((b, a)), np.zeros((b, a)), np.zeros((b, a, a)),
         np.zeros((b, a)), np.zeros((b, a)), np.zeros((b, a), dtype=np.bool_), np.zeros((b, d)),
         np.zeros((b, n)), np.zeros((b, 3, e)), np.zeros((b, d)), np.zeros((b, max(n, a))),
-        np.zeros((b, max(1, w))))
+        np.zeros((b, max(1, w))), np.zeros(b, dtype=np.int64), np.zeros(b, dtype=np.bool_))
 
 
 @jitable
 def block_end(st, lo, size):
     """End of the block of rows that starts at row lo: lo + ``size`` rows (at most all),
-    extended to the end of a racing group (its rows interact) cut by that point."""
+    extended to the end of a relay (its rows interact) cut by that point."""
     n = st.err.shape[0]
     hi = min(lo + size, n)
     while hi < n and st.quota[hi] > 0 and st.group[hi] == st.group[hi - 1]:
@@ -1138,32 +1157,35 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
 @jitable
 def solve_block(m, tg, cfg, st, wk, lo, hi, iterations, has_deadline, deadline_ns):
     """Start rows lo:hi (scratch rows 0 .. hi - lo - 1 of ``wk``), then up to ``iterations``
-    iterations of them, iteration-major (every live row takes iteration k before any
-    takes k + 1). Returns -2 when a start state's residual is not finite (no iteration
-    then runs), the iteration at which a row failed numerically (that iteration
-    finished for the others), or -1."""
+    iterations of them, iteration-major (every running row takes iteration k before any
+    takes k + 1; a relay's waiting rows start later, :func:`relay_turn`). Returns -2 when
+    a start state's residual is not finite (no iteration then runs), the iteration at
+    which a row failed numerically (that iteration finished for the others), or -1."""
     ok = True
     for b in range(lo, hi):
         ok &= start_candidate(b, b - lo, m, tg, cfg, st, wk)
+        first = b == lo or st.group[b] != st.group[b - 1]
+        wk.waiting[b - lo] = st.quota[b] > 0 and not first and not st.done[b]
+        wk.started_at[b - lo] = 0
     if not ok:
         return -2
     for it in range(iterations):
-        supersede(st, lo, hi)
+        relay_turn(st, wk, lo, hi, it, cfg.max_iters)
         live = 0
         for b in range(lo, hi):
-            live += not st.done[b]
+            live += not st.done[b] and not wk.waiting[b - lo]
         if live == 0:
             break
         if has_deadline:
             if clock_ns(CLOCK) > deadline_ns:
                 for b in range(lo, hi):
-                    if not st.done[b]:
+                    if not st.done[b]:  # the waiting rows too
                         st.reason[b] = _TIME_BUDGET
                         st.done[b] = True
                 break
         failed = False
         for b in range(lo, hi):
-            if not st.done[b]:
+            if not st.done[b] and not wk.waiting[b - lo]:
                 iterate(b, b - lo, it, m, tg, cfg, st, wk)
                 failed |= st.fail_key[b] >= 0
         if failed:
@@ -1186,7 +1208,8 @@ def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
     block's start states are evaluated (a failing one stops all iterations of the
     blocks after it), and after a failure at iteration k the later blocks run only
     up to k (an earlier failure there lowers k), so the smallest ``fail_key`` and the
-    rows holding it are the same. With a deadline (``deadline_ns``, a :data:`CLOCK`
+    rows holding it are the same (iterations are counted from the call's start, also
+    for a relay's later rows). With a deadline (``deadline_ns``, a :data:`CLOCK`
     reading in ns checked before every iteration when ``has_deadline``) all rows form
     one block: the deadline stops every live row at the same iteration boundary, with
     reason time_budget.
@@ -1198,16 +1221,19 @@ def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
         st.fail_key[b] = -1
         st.done[b] = False
     size = block_size(st, has_deadline)
-    iterations = cfg.max_iters
-    failed = False
+    cap = -1  # iterations the blocks after a failure may run (-1: no failure yet)
     lo = 0
     while lo < n:
         hi = block_end(st, lo, size)
+        # Every row runs at most max_iters iterations, a relay's rows one after another.
+        iterations = cfg.max_iters * (hi - lo)
+        if cap >= 0:
+            iterations = min(iterations, cap)
         at = solve_block(m, tg, cfg, st, wk, lo, hi, iterations, has_deadline, deadline_ns)
         if at != -1:
-            failed = True
-            iterations = 0 if at == -2 else min(iterations, at + 1)
+            cap = 0 if at == -2 else (at + 1 if cap < 0 else min(cap, at + 1))
         lo = hi
+    failed = cap >= 0
     if failed:
         return
     for b in range(n):
@@ -1366,11 +1392,11 @@ def _targets(problem: IKProblem) -> _Targets:
 
 def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
           deadline: Optional[float] = None, parallel: Optional[bool] = None,
-          race: Optional[tuple] = None) -> IKBatchResult:
+          relay: Optional[tuple] = None) -> IKBatchResult:
     """Compiled equivalent of :func:`direction_up_ik.core.solver.solve_problem` (numpy backend).
 
     Args:
-        problem, q_start, deadline, race: as for ``solve_problem``.
+        problem, q_start, deadline, relay: as for ``solve_problem``.
         parallel: cut the batch into slices solved on worker threads (the
             kernel releases the GIL); None = when B >= :data:`PARALLEL_MIN_CANDIDATES`
             and there are several cores. Results do not depend on it.
@@ -1385,10 +1411,10 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     q[:] = problem.q_initial if q_start is None else np.reshape(q_start, (b, d))
     m, tg, cfg = _model(problem), _targets(problem), _config(problem)  # cfg: a plain tuple
     empty, i4, i8 = np.empty, np.int32, np.int64
-    if race is None:
+    if relay is None:
         group = quota = np.zeros(b, dtype=i8)  # one array: the kernel only reads both
     else:
-        group, quota = (np.ascontiguousarray(x, dtype=i8).reshape(b) for x in race)
+        group, quota = (np.ascontiguousarray(x, dtype=i8).reshape(b) for x in relay)
     st = _State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i4),
                 reason=empty(b, i8), fail_key=empty(b, i8), done=empty(b, np.bool_),
                 success=empty(b, i4), cost=empty(b), group=group, quota=quota)
@@ -1405,7 +1431,7 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
         # failure, after finishing that iteration, so the smallest fail_key over all
         # slices and the candidates holding it are exactly those of a single call.
         bounds = np.linspace(0, b, chunks + 1).astype(int)
-        if race is not None:  # a racing group stays in one slice (its rows interact)
+        if relay is not None:  # a relay stays in one slice (its rows interact)
             bounds = np.unique([_group_start(group, int(x)) for x in bounds] + [b])
         jobs = [executor().submit(run_serial, tuple(m), tuple(_rows(tg, lo, hi)), cfg,
                                    tuple(_rows(st, lo, hi)),

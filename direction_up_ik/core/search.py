@@ -10,9 +10,11 @@ candidate has enough successes, a time budget or a round limit is reached.
 The seeds are, by default, the states of a fixed library whose TCP poses lie
 nearest the target (:mod:`.seeds`), next-nearest in each further round;
 ``seeding="random"`` draws them uniformly instead.
-Within a round a candidate's seeds race: once as many have converged as it
-still needs, its other seeds stop (at the next iteration boundary), so a round
-costs about as many iterations as its fastest successful seeds.
+Within a round a candidate's seeds are tried one after another, nearest first
+(a relay, in one batch with the other candidates' seeds): a seed starts when the
+one before it has stopped, and once as many have converged as the candidate still
+needs, its remaining seeds never start, so a round costs about the iterations of
+the seeds tried up to its first success.
 Trying the current state alone first costs one local solve for the targets it
 reaches (most of them, in practice) and keeps their answer the nearest one.
 Among the successes of a candidate it keeps the one with the least joint motion
@@ -37,7 +39,7 @@ import numpy as np
 from .errors import InputTypeError, InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
-from .result import IKBatchResult
+from .result import STOP_SUPERSEDED, IKBatchResult
 from .seeds import LIBRARY_SIZE, library_for, random_starts, start_bounds
 from .settings import as_float, is_real, solver_settings
 from .solver import batch_threads, compiled_module, solve_problem
@@ -107,7 +109,8 @@ class SearchResult:
             ``best_index`` follows ``selection``). A candidate without an
             accepted success reports its solve from the current state.
         rounds: rounds run, round 0 (the current state) included;
-        starts: (B,) starts solved per candidate;
+        starts: (B,) starts solved per candidate (a round's seeds after its last needed
+            success are not);
         successes: (B,) accepted successes per candidate; elapsed_s: wall time;
         timed_out: True when the time budget stopped the search.
     """
@@ -362,11 +365,11 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
                 rng, rng_key = _take_generator(random_seed)
                 bounds = start_bounds(problem)
             seeds = random_starts(problem, len(cand), rng, bounds)
-        # The seeds of a candidate race: once as many converge as it still needs, the
-        # others stop (most single-target rounds end with the first success).
+        # A candidate's seeds are tried one after another (a relay), nearest first, until
+        # as many converge as it still needs: most rounds end with their first seed.
         need = min_successes - successes[cand]
-        out = solve_problem(problem.select(cand), seeds, deadline, race=(cand, need), parallel=parallel)
-        starts[pending] += num_seeds
+        out = solve_problem(problem.select(cand), seeds, deadline, relay=(cand, need), parallel=parallel)
+        np.add.at(starts, cand, [reason != STOP_SUPERSEDED for reason in out.stop_reason])
         record(out, cand)
         rounds += 1
     _give_back(rng_key)

@@ -150,7 +150,7 @@ def batch_threads(problem: IKProblem) -> int:
 
 def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
                   deadline: Optional[float] = None, backend: str = "auto",
-                  race: Optional[tuple] = None, parallel: Optional[bool] = None) -> IKBatchResult:
+                  relay: Optional[tuple] = None, parallel: Optional[bool] = None) -> IKBatchResult:
     """Iterate a built problem.
 
     Args:
@@ -161,11 +161,14 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             are still ranked by joint motion from the current state.
         deadline: ``time.perf_counter()`` value after which no new iteration
             starts; candidates still running stop with reason ``time_budget``.
-        race: optional ``(group, quota)``, each (B,) integers, for the search's
-            seeds: a run of consecutive candidates with equal ``group`` are starts
-            of one target; before each iteration, once ``quota`` of a run's
-            candidates have converged, its running ones stop with reason
-            ``superseded`` (quota 0: never). None = every candidate runs to its end.
+        relay: optional ``(group, quota)``, each (B,) integers, for the search's
+            seeds: a run of consecutive candidates with equal ``group`` (and quota > 0)
+            are starts of one target, tried one after another: a start iterates once
+            every earlier start of its run has stopped, and once ``quota`` of the run's
+            starts have converged the others stop with reason ``superseded`` (those
+            that never ran with 0 iterations). Each start has its own ``max_iters``.
+            Starts that meet the tolerances as given count as converged from the outset.
+            Quota 0: independent candidates. None = all candidates independent.
         backend: "numpy" (this module, the reference), "numba" (the compiled
             :mod:`~direction_up_ik.core.fast`, same results, 10-100x faster for
             small batches) or "auto": numba when it imports and supports the
@@ -178,11 +181,11 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     fast = _fast_backend(problem, backend)
     if fast is not None:
         try:
-            return fast.solve(problem, q_start, deadline, parallel=parallel, race=race)
+            return fast.solve(problem, q_start, deadline, parallel=parallel, relay=relay)
         except np.linalg.LinAlgError:
             pass  # an exactly singular DLS system (tiny damping): the numpy path handles it
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return _Solver(problem).run(q_start, deadline, race)
+        return _Solver(problem).run(q_start, deadline, relay)
 
 
 def _solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -348,7 +351,7 @@ class _Solver:
 
     # --------------------------------------------------------------- loop
     def run(self, q_start: Optional[np.ndarray], deadline: Optional[float] = None,
-            race: Optional[tuple] = None) -> IKBatchResult:
+            relay: Optional[tuple] = None) -> IKBatchResult:
         p, s = self.p, self.s
         b, a = p.num_candidates, len(self.active)
         q0 = p.q_initial
@@ -367,25 +370,44 @@ class _Solver:
             reason[~done] = res.STOP_NO_ACTIVE_JOINTS
             done[:] = True
 
-        if race is not None:
-            group, quota = (np.asarray(x, dtype=np.int64).reshape(b) for x in race)
-            run_id = np.cumsum(np.r_[False, group[1:] != group[:-1]])  # runs of equal group
+        # Each candidate iterates from its start iteration (all 0 without a relay) for at
+        # most max_iters iterations; a relay's later starts wait for their turn.
+        started_at = np.zeros(b, dtype=np.int64)
+        waiting = np.zeros(b, dtype=bool)
+        if relay is not None:
+            group, quota = (np.asarray(x, dtype=np.int64).reshape(b) for x in relay)
+            first = np.r_[True, group[1:] != group[:-1]]
+            run_id = np.cumsum(first) - 1  # runs of equal group
+            relayed = quota > 0
+            waiting = relayed & ~first & ~done
         window = s.stall_window
         if window:  # history[c, k % w]: the residual after k accepted steps, kept for w steps
             history = np.empty((b, window))
             history[:, 0] = ssr
-        for _ in range(s.max_iters):
-            if race is not None:  # the seeds' race: stop the rest of a run that has enough successes
+        it = 0
+        while True:
+            used_up = ~done & ~waiting & (it - started_at >= s.max_iters)
+            done[used_up] = True  # reason stays max_iters
+            if relay is not None:
+                # A run with enough successes stops the rest of it; a run with none of its
+                # starts running hands over to its next waiting start.
                 won = np.bincount(run_id, weights=done & (reason == res.STOP_CONVERGED))
-                stop = ~done & (quota > 0) & (won[run_id] >= quota)
+                stop = ~done & relayed & (won[run_id] >= quota)
                 reason[stop] = res.STOP_SUPERSEDED
                 done[stop] = True
-            live = np.flatnonzero(~done)
+                waiting &= ~stop
+                running = np.bincount(run_id, weights=~done & ~waiting, minlength=len(won))
+                turn = np.flatnonzero(waiting & (running[run_id] == 0))
+                turn = turn[np.r_[True, run_id[turn[1:]] != run_id[turn[:-1]]]] if len(turn) else turn
+                waiting[turn] = False
+                started_at[turn] = it
+            live = np.flatnonzero(~done & ~waiting)
             if len(live) == 0:
                 break
             if deadline is not None and time.perf_counter() > deadline:
-                reason[live] = res.STOP_TIME_BUDGET
+                reason[~done] = res.STOP_TIME_BUDGET  # the waiting starts too
                 break
+            it += 1
             ql, rl = q[live], r[live]
             jac_t = self.jacobian(ql, rl, live)
             self.check_finite(jac_t, live, "Jacobian")

@@ -494,7 +494,7 @@ def test_warm_up_returns_seconds():
     assert fast.warm_up() >= 0.0
 
 
-def _race_problem(robot, groups: int, seeds: int, seed: int):
+def _relay_problem(robot, groups: int, seeds: int, seed: int):
     """groups targets x seeds random starts each (consecutive rows per target)."""
     rng = np.random.default_rng(seed)
     robot.joint_q[:] = mid_range(robot)
@@ -508,37 +508,68 @@ def _race_problem(robot, groups: int, seeds: int, seed: int):
 
 
 @pytest.mark.parametrize("quota", [1, 2])
-def test_race_stops_a_group_once_its_quota_converged(panda, quota):
-    """The seeds' race (search rounds): exactly the full solve cut at the iteration the
-    group's quota-th row converged; identical on both backends and any thread count."""
+def test_relay_tries_a_groups_starts_in_turn_until_its_quota_converged(panda, quota):
+    """The search's relay of seeds: a group's rows run one after another, each exactly its
+    own solve (with its own max_iters), until quota of them converged; the rest never run.
+    Identical on both backends and any thread count."""
     # 13 x 5 rows: the two-thread split (row 32) falls inside group 6, which must stay whole
-    problem, starts, group = _race_problem(panda, groups=13, seeds=5, seed=3)
+    problem, starts, group = _relay_problem(panda, groups=13, seeds=5, seed=3)
     need = np.full(len(group), quota)
-    full = solve_problem(problem, starts, backend="numpy")
-    runs = {"numpy": solve_problem(problem, starts, backend="numpy", race=(group, need)),
-            "numba": fast.solve(problem, starts, race=(group, need), parallel=False),
-            "numba threads": fast.solve(problem, starts, race=(group, need), parallel=True)}
-    raced = runs["numpy"]
-    superseded_groups = 0
+    alone = solve_problem(problem, starts, backend="numpy")  # every row on its own
+    assert not np.any((alone.iterations == 0) & (alone.success == 1))  # no start is converged as given
+    runs = {"numpy": solve_problem(problem, starts, backend="numpy", relay=(group, need)),
+            "numba": fast.solve(problem, starts, relay=(group, need), parallel=False),
+            "numba threads": fast.solve(problem, starts, relay=(group, need), parallel=True)}
+    relayed = runs["numpy"]
+    cut_groups = handed_over = 0
     for g in range(13):
-        rows = np.flatnonzero(group == g)
-        won = np.sort(full.iterations[rows][np.array(full.stop_reason)[rows] == res.STOP_CONVERGED])
-        cut = won[quota - 1] if len(won) >= quota else np.iinfo(np.int32).max
-        np.testing.assert_array_equal(raced.iterations[rows], np.minimum(full.iterations[rows], cut))
-        for i in rows:
-            if raced.stop_reason[i] == res.STOP_SUPERSEDED:
-                assert full.iterations[i] >= cut and raced.success[i] == 0
-            else:
-                assert raced.stop_reason[i] == full.stop_reason[i]
-                np.testing.assert_array_equal(raced.joint_q[i], full.joint_q[i])
-        assert np.sum(raced.success[rows]) >= min(quota, len(won))
-        superseded_groups += any(raced.stop_reason[i] == res.STOP_SUPERSEDED for i in rows)
-    assert superseded_groups >= 3  # the race did cut work
+        won = skipped = 0
+        for k, i in enumerate(np.flatnonzero(group == g)):
+            if won >= quota:  # never started
+                assert relayed.stop_reason[i] == res.STOP_SUPERSEDED
+                assert relayed.iterations[i] == 0 and relayed.success[i] == 0
+                skipped += 1
+                continue
+            assert relayed.stop_reason[i] == alone.stop_reason[i]
+            assert relayed.iterations[i] == alone.iterations[i]
+            np.testing.assert_array_equal(relayed.joint_q[i], alone.joint_q[i])
+            won += alone.success[i]
+            handed_over += k > 0
+        cut_groups += skipped > 0
+    assert cut_groups >= 3 and handed_over >= 3  # the relay did cut work, and seeds took over
     for name, other in runs.items():
-        np.testing.assert_array_equal(other.success, raced.success, err_msg=name)
-        assert other.stop_reason == raced.stop_reason, name
-        np.testing.assert_array_equal(other.iterations, raced.iterations, err_msg=name)
-        np.testing.assert_allclose(other.joint_q, raced.joint_q, atol=1e-5, err_msg=name)
+        np.testing.assert_array_equal(other.success, relayed.success, err_msg=name)
+        assert other.stop_reason == relayed.stop_reason, name
+        np.testing.assert_array_equal(other.iterations, relayed.iterations, err_msg=name)
+        np.testing.assert_allclose(other.joint_q, relayed.joint_q, atol=1e-5, err_msg=name)
+
+
+def test_relay_start_that_is_already_converged_wins_at_once(panda):
+    """A start meeting the tolerances as given counts from the outset: the row before it,
+    running, stops as superseded before its first iteration (both backends)."""
+    problem, starts, group = _relay_problem(panda, groups=6, seeds=3, seed=3)
+    solved = solve_problem(problem, starts, backend="numpy")
+    donor = int(np.flatnonzero(solved.success == 1)[0])
+    row = 3 * group[donor] + 1  # the second start of the donor's target: its solution
+    starts = starts.copy()
+    starts[row] = solved.joint_q[donor]
+    need = np.ones(len(group), dtype=np.int64)
+    for out in (solve_problem(problem, starts, backend="numpy", relay=(group, need)),
+                fast.solve(problem, starts, relay=(group, need), parallel=False)):
+        first = row - 1
+        assert out.stop_reason[row] == res.STOP_CONVERGED and out.iterations[row] == 0
+        assert out.stop_reason[first] == res.STOP_SUPERSEDED and out.iterations[first] == 0
+        assert out.stop_reason[row + 1] == res.STOP_SUPERSEDED
+
+
+def test_relay_at_a_passed_deadline_stops_the_waiting_starts_too(panda):
+    problem, starts, group = _relay_problem(panda, groups=3, seeds=3, seed=3)
+    need = np.ones(len(group), dtype=np.int64)
+    past = time.perf_counter() - 1.0
+    for out in (solve_problem(problem, starts, past, backend="numpy", relay=(group, need)),
+                fast.solve(problem, starts, past, relay=(group, need), parallel=False)):
+        assert out.stop_reason == (res.STOP_TIME_BUDGET,) * len(group)
+        np.testing.assert_array_equal(out.iterations, 0)
 
 
 def test_pairwise_sum_is_numpys_sum_bit_for_bit():
