@@ -19,8 +19,13 @@ from scipy.spatial.transform import Rotation
 
 from direction_up_ik import (DirectionUpTarget, RobotKinematics, robo_search_ik_direction_up,
                              robo_solve_ik_direction_up_multi_batch)
+from direction_up_ik.core import result as res
 from direction_up_ik.core.errors import InputValidationError
+from direction_up_ik.core.problem import build_problem
 from direction_up_ik.core.search import SEARCH_SETTINGS
+from direction_up_ik.core.seeds import random_starts
+from direction_up_ik.core.settings import solver_settings
+from direction_up_ik.core.solver import solve_problem
 
 from strategies import PROFILE, junk_requests, perpendicular_pair, scenarios
 
@@ -212,7 +217,7 @@ def test_batch_row_equals_solving_that_candidate_alone(sc):
 @settings(PROFILE)
 @given(sc=scenarios(max_candidates=4))
 def test_search_keeps_the_invariants_and_round_zero_successes(sc):
-    """The multi-seed search (round 0, then racing rounds of seeds): every success
+    """The multi-seed search (round 0, then rounds of seeds tried in turn): every success
     is real under independent FK, joints stay in their limits, inactive joints keep their
     input, cost is the motion from the current state, best_index the least cost, and a
     candidate its round 0 solves keeps exactly that answer."""
@@ -247,6 +252,39 @@ def test_search_keeps_the_invariants_and_round_zero_successes(sc):
         assert result.cost[result.best_index] == np.min(result.cost[result.success == 1])
     else:
         assert result.best_index is None
+
+
+@settings(PROFILE)
+@given(sc=scenarios(max_candidates=3))
+def test_relay_runs_each_start_as_alone_until_the_quota_converged(sc):
+    """solve_problem's relay (the search's seeds): a candidate's starts run in turn, each
+    exactly as when solved alone, until ``quota`` converged; the rest never run. Both
+    backends (the numba one where it supports the robot)."""
+    kwargs = {k: v for k, v in sc.kwargs.items() if k not in ("active_dof_ids", "root_world_xform")}
+    problem = build_problem(sc.robot, sc.candidates(), sc.kwargs["active_dof_ids"], "cpu",
+                            sc.kwargs["root_world_xform"], solver_settings(**kwargs))
+    seeds = 3
+    group = np.repeat(np.arange(problem.num_candidates), seeds)
+    rows = problem.select(group)
+    starts = random_starts(rows, len(group), np.random.default_rng(len(group)))
+    quota = 1 + group % 2  # candidates 0, 2: one success; candidate 1: two
+    alone = solve_problem(rows, starts, backend="numpy")
+    for backend in ("numpy", "auto"):
+        out = solve_problem(rows, starts, backend=backend, relay=(group, quota))
+        for c in range(problem.num_candidates):
+            won = np.sum((alone.iterations == 0) & (alone.success == 1) & (group == c))  # converged as given
+            for i in np.flatnonzero(group == c):
+                if alone.iterations[i] == 0 and alone.success[i] == 1:
+                    assert out.stop_reason[i] == res.STOP_CONVERGED
+                    continue
+                if won >= quota[i]:
+                    assert out.stop_reason[i] == res.STOP_SUPERSEDED and out.iterations[i] == 0
+                    continue
+                assert out.stop_reason[i] == alone.stop_reason[i], (backend, i)
+                assert out.iterations[i] == alone.iterations[i]
+                np.testing.assert_allclose(out.joint_q[i], alone.joint_q[i], rtol=0, atol=1e-6)
+                won += alone.success[i]
+    event("some start superseded" if res.STOP_SUPERSEDED in out.stop_reason else "no start superseded")
 
 
 @JUNK_PROFILE
