@@ -522,8 +522,11 @@ def slot_residual(rot, pos, tg, b, e, w_pos, w_rot, r, err):
 # The hot helpers below take the few arrays they use, not the whole _Work / _Config
 # tuples: passing the namedtuples to a call is what costs (with reference counting about
 # 0.3 us per call; without it, making ``iterate``, which takes all five, a call instead
-# of inlining it still took 1.14-1.24 x the time of a 1000-target batch).
-@jitable
+# of inlining it still took 1.14-1.24 x the time of a 1000-target batch). ``evaluate`` (model
+# and targets: two whole tuples) is inlined into its callers: the solves from the start state
+# of a 1000-target batch took 0.92-0.95 x the CPU time (ur5, panda; inlining the Jacobian or the
+# DLS step as well gained nothing more or lost, A/B in one process).
+@jitable(inline="always")
 def evaluate(m, tg, w_pos, w_rot, b, q, node_rot, node_pos, local, tcp_rot, tcp_pos, r, err):
     """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b.
 
