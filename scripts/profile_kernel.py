@@ -7,7 +7,7 @@
     perf report -i kernel.perf.data --no-children --sort symbol
 
 ``perf`` (Debian package ``linux-perf``) sees numba's machine code as anonymous ``[JIT]``
-addresses. This script compiles the kernel afresh in a temporary cache folder (about 40 s),
+addresses. This script compiles the kernel afresh in a temporary cache folder (about 65 s),
 prepares the workload, then attaches ``perf record`` to itself for the timed part only, and
 writes ``/tmp/perf-<pid>.map`` naming every compiled function of the kernel (``solve_rows``,
 ``evaluate``, ``jacobian_shortcut``, ``lu_solve``, ...), which ``perf report`` reads. The

@@ -51,7 +51,7 @@ to its per-user cache directory (``$XDG_CACHE_HOME/numba`` or
 ``~/.cache/numba``), and ``NUMBA_CACHE_DIR`` overrides both (e.g. a read-only
 install in a container with a read-only home: point it at a writable folder;
 with no writable location at all the kernel is compiled in every process).
-:func:`warm_up` compiles or loads it on a tiny problem: about 40 s cold on
+:func:`warm_up` compiles or loads it on a tiny problem: about 65 s cold on
 the 2-core reference machine, under half a second from the cache.
 
 Threads: candidates are independent, so a batch of at least
@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import threading
 import time
+import types as pytypes
 import weakref
 from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
@@ -536,11 +537,8 @@ def slot_residual(rot, pos, tg, b, e, w_pos, w_rot, r, err):
 # The hot helpers below take the few arrays they use, not the whole _Work / _Config
 # tuples: passing the namedtuples to a call is what costs (with reference counting about
 # 0.3 us per call; without it, making ``iterate``, which takes all five, a call instead
-# of inlining it still took 1.14-1.24 x the time of a 1000-target batch). ``evaluate`` (model
-# and targets: two whole tuples) is inlined into its callers: the solves from the start state
-# of a 1000-target batch took 0.92-0.95 x the CPU time (ur5, panda; inlining the Jacobian or the
-# DLS step as well gained nothing more or lost, A/B in one process).
-@jitable(inline="always")
+# of inlining it still took 1.14-1.24 x the time of a 1000-target batch).
+@jitable
 def evaluate(m, tg, w_pos, w_rot, b, q, node_rot, node_pos, tcp_rot, tcp_pos, r, err):
     """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b.
 
@@ -551,6 +549,14 @@ def evaluate(m, tg, w_pos, w_rot, b, q, node_rot, node_pos, tcp_rot, tcp_pos, r,
     tcp_poses(m, node_rot, node_pos, tcp_rot, tcp_pos)
     for e in range(tcp_rot.shape[0]):
         slot_residual(tcp_rot[e], vec3(tcp_pos[e]), tg, b, e, w_pos, w_rot, r, err)
+
+
+#: :func:`evaluate` inlined, for the hot call site (a step's trial states): the solves from
+#: the start state of a 1000-target batch took 0.92-0.95 x the CPU time (ur5, panda; inlining
+#: the Jacobian or the DLS step as well gained nothing more or lost, A/B in one process).
+#: Inlining it at every call site tripled the kernel's first compile (32 -> 92 s).
+evaluate_inlined = jitable(inline="always")(pytypes.FunctionType(
+    evaluate.__code__, evaluate.__globals__, "evaluate_inlined"))
 
 
 @jitable(inline="always")
@@ -993,7 +999,8 @@ def iterate(b, w, it, m, tg, cfg, st, wk):
                 d = cfg.active[i]
                 trial[d] = trial[d] + scale * step[i]
             to_float32_in_limits(trial, cfg.active, cfg.lower, cfg.upper)
-            evaluate(m, tg, cfg.w_pos, cfg.w_rot, b, trial, node_rot, node_pos, tcp_rot, tcp_pos, r_t, err_t)
+            evaluate_inlined(m, tg, cfg.w_pos, cfg.w_rot, b, trial, node_rot, node_pos, tcp_rot, tcp_pos,
+                             r_t, err_t)
             if not all_finite(r_t):
                 fail(st, b, it, _PHASE_RESIDUAL + si)
                 return
