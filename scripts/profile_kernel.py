@@ -15,8 +15,8 @@ garbage collector is frozen after set-up, so the profile is the solver's. (A ker
 from numba's disk cache has no addresses to name, hence the fresh compile.)
 
 Workloads, on the benchmark's reproducible targets (``direction_up_ik.bench_peers``): ``batch``
-solves all targets from the start state and then two racing random seeds for each target it
-missed, both as serial calls (one thread: one profile); ``single`` solves the targets one per
+solves all targets from the start state and then two random seeds, tried in turn (the search's
+relay), for each target it missed, both as serial calls (one thread: one profile); ``single`` solves the targets one per
 call, with the search's step cap; both with the search's Jacobian unless ``--jacobian`` says
 otherwise. It found, for example, that numba's reference counting took about 30 % of
 a batch, then (as calls on null pointers and spilled registers) a third of what was left
@@ -93,11 +93,11 @@ def main(argv=None) -> int:
         cand = np.repeat(missed, 2)
         seeded = built.select(cand)
         starts = random_starts(built, len(cand), np.random.default_rng(0))
-        race = (cand, np.ones(len(cand), dtype=np.int64))
+        relay = (cand, np.ones(len(cand), dtype=np.int64))
 
         def work():
             fast.solve(built, parallel=False)
-            fast.solve(seeded, starts, race=race, parallel=False)
+            fast.solve(seeded, starts, relay=relay, parallel=False)
     else:
         singles = [build_problem(problem.robot, (c,), settings=settings) for c in problem.candidates]
         fast.solve(singles[0])

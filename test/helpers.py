@@ -20,3 +20,23 @@ def targets_at(robot, q: np.ndarray, ee_ids=None, tcp_convention: bool = True):
         else:
             out.append(DirectionUpTarget(e, pos, rot[:, 0], rot[:, 1]))
     return tuple(out)
+
+
+def relay_never_started(alone, group: np.ndarray, quota: np.ndarray) -> np.ndarray:
+    """(B,) bool: the rows a relay of starts (``solve_problem(..., relay=(group, quota))``)
+    never runs, given ``alone``, every row solved on its own. A run's starts are tried in
+    order; a start within tolerance as given counts from the outset; once quota of the run
+    converged, its later starts never start. Every other row is its solve alone."""
+    as_given = (alone.iterations == 0) & (alone.success == 1)
+    never = np.zeros(len(group), dtype=bool)
+    for g in np.unique(group):
+        rows = np.flatnonzero(group == g)
+        won = int(np.sum(as_given[rows]))
+        for i in rows:
+            if as_given[i]:
+                continue
+            if won >= quota[i]:
+                never[i] = True
+            else:
+                won += int(alone.success[i])
+    return never

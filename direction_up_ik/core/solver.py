@@ -396,9 +396,10 @@ class _Solver:
                 reason[stop] = res.STOP_SUPERSEDED
                 done[stop] = True
                 waiting &= ~stop
-                running = np.bincount(run_id, weights=~done & ~waiting, minlength=len(won))
-                turn = np.flatnonzero(waiting & (running[run_id] == 0))
-                turn = turn[np.r_[True, run_id[turn[1:]] != run_id[turn[:-1]]]] if len(turn) else turn
+                running = np.bincount(run_id, weights=~done & ~waiting)
+                idle = np.flatnonzero(waiting & (running[run_id] == 0))
+                _, first_waiting = np.unique(run_id[idle], return_index=True)
+                turn = idle[first_waiting]  # each idle run's first waiting start
                 waiting[turn] = False
                 started_at[turn] = it
             live = np.flatnonzero(~done & ~waiting)

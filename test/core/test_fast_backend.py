@@ -38,7 +38,7 @@ from direction_up_ik.core.solver import solve_problem  # noqa: E402
 from direction_up_ik.core.targets import full_pose_candidates  # noqa: E402
 from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 
-from helpers import mid_range, random_in_limits  # noqa: E402
+from helpers import mid_range, random_in_limits, relay_never_started  # noqa: E402
 
 _LIMIT = "effort='1' velocity='1'"
 
@@ -521,21 +521,17 @@ def test_relay_tries_a_groups_starts_in_turn_until_its_quota_converged(panda, qu
             "numba": fast.solve(problem, starts, relay=(group, need), parallel=False),
             "numba threads": fast.solve(problem, starts, relay=(group, need), parallel=True)}
     relayed = runs["numpy"]
-    cut_groups = handed_over = 0
-    for g in range(13):
-        won = skipped = 0
-        for k, i in enumerate(np.flatnonzero(group == g)):
-            if won >= quota:  # never started
-                assert relayed.stop_reason[i] == res.STOP_SUPERSEDED
-                assert relayed.iterations[i] == 0 and relayed.success[i] == 0
-                skipped += 1
-                continue
+    never = relay_never_started(alone, group, need)
+    for i in range(len(group)):
+        if never[i]:
+            assert relayed.stop_reason[i] == res.STOP_SUPERSEDED
+            assert relayed.iterations[i] == 0 and relayed.success[i] == 0
+        else:
             assert relayed.stop_reason[i] == alone.stop_reason[i]
             assert relayed.iterations[i] == alone.iterations[i]
             np.testing.assert_array_equal(relayed.joint_q[i], alone.joint_q[i])
-            won += alone.success[i]
-            handed_over += k > 0
-        cut_groups += skipped > 0
+    cut_groups = len(np.unique(group[never]))
+    handed_over = int(np.sum(~never & np.r_[False, group[1:] == group[:-1]]))
     assert cut_groups >= 3 and handed_over >= 3  # the relay did cut work, and seeds took over
     for name, other in runs.items():
         np.testing.assert_array_equal(other.success, relayed.success, err_msg=name)
