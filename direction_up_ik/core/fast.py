@@ -438,6 +438,21 @@ def frame_of(m, node, node_rot, node_pos):
     return node_rot[node], node_pos[node]
 
 
+#: Chains of at most this many nodes take all their cos/sin before the products
+#: (:func:`node_frames`); longer ones (none of the bundled robots) take them on the way.
+_FK_TRIG_NODES = 64
+
+
+@jitable
+def joint_value(m, q, k):
+    """Node k's joint value (rad / m) at state ``q``: its coordinate, scaled and offset
+    for a mimic joint. (Not inlined in numba's IR: that drew NumbaIRAssumptionWarnings.)"""
+    value = q[m.dof[k]]
+    if m.scale[k] != 1.0 or m.offset[k] != 0.0:
+        return value * m.scale[k] + m.offset[k]
+    return value
+
+
 @jitable(inline="always")
 def node_frames(m, q, node_rot, node_pos):
     """World frames of the chain nodes ``m.chain`` at joint state ``q``.
@@ -449,15 +464,29 @@ def node_frames(m, q, node_rot, node_pos):
     Same formulas as :meth:`RobotKinematics._node_frames`. A revolute joint's local
     rotation and its product with the parent's are spelled out in scalars (the same
     operations in the same order as a (3, 3) scratch and :func:`mat_mul3`, so the same
-    values): 0.84-0.87 x the time of FK (ur5, panda).
+    values): 0.84-0.87 x the time of FK (ur5, panda). The cos/sin of every revolute
+    joint are taken first, then the products: the library calls no longer interrupt
+    the chain of dependent products (FK 0.78 x the time, ur5; the same values).
     """
-    for k in m.chain:
+    n = m.chain.shape[0]
+    cos_all = stack_array(_FK_TRIG_NODES, np.float64)
+    sin_all = stack_array(_FK_TRIG_NODES, np.float64)
+    early = n <= _FK_TRIG_NODES
+    if early:
+        for at in range(n):
+            k = m.chain[at]
+            if m.jtype[k] == _REVOLUTE:
+                value = joint_value(m, q, k)
+                cos_all[at], sin_all[at] = np.cos(value), np.sin(value)
+    for at in range(n):
+        k = m.chain[at]
         r_p, p_p = frame_of(m, m.parent[k], node_rot, node_pos)
-        value = q[m.dof[k]]
-        if m.scale[k] != 1.0 or m.offset[k] != 0.0:
-            value = value * m.scale[k] + m.offset[k]
         if m.jtype[k] == _REVOLUTE:
-            c, s = np.cos(value), np.sin(value)
+            if early:
+                c, s = cos_all[at], sin_all[at]
+            else:
+                value = joint_value(m, q, k)
+                c, s = np.cos(value), np.sin(value)
             o, r_o, r_x = m.rot_outer[k], m.rot[k], m.rot_cross[k]
             l00 = o[0, 0] + c * (r_o[0, 0] - o[0, 0]) + s * r_x[0, 0]
             l01 = o[0, 1] + c * (r_o[0, 1] - o[0, 1]) + s * r_x[0, 1]
@@ -476,6 +505,7 @@ def node_frames(m, q, node_rot, node_pos):
                 out[i, 2] = a0 * l02 + a1 * l12 + a2 * l22
             t = mat_vec3(r_p, m.pos[k])
         else:
+            value = joint_value(m, q, k)
             mat_mul3(r_p, m.rot[k], node_rot[k])
             a = m.axis_parent[k]
             o = m.pos[k]

@@ -271,6 +271,40 @@ def test_numba_matches_numpy(name, jacobian):
     assert len(mismatches) <= 0.01 * compared, mismatches
 
 
+def _snake(joints: int) -> RobotKinematics:
+    """A chain of ``joints`` short revolute links, axes alternating z / y, one prismatic
+    joint in the middle."""
+    links = "".join(f"<link name='l{i}'/>" for i in range(joints + 1))
+    parts = []
+    for i in range(joints):
+        kind, axis = ("prismatic", "1 0 0") if i == joints // 2 else ("revolute", "0 0 1" if i % 2 else "0 1 0")
+        parts.append(f"""<joint name='j{i}' type='{kind}'><parent link='l{i}'/><child link='l{i + 1}'/>
+          <origin xyz='0.02 0 0' rpy='0.1 0 0'/><axis xyz='{axis}'/>
+          <limit lower='-0.5' upper='0.5' {_LIMIT}/></joint>""")
+    return RobotKinematics.from_urdf(f"<robot name='snake'>{links}{''.join(parts)}</robot>", [f"l{joints}"])
+
+
+def test_numba_matches_numpy_on_a_chain_longer_than_the_fk_trig_buffer():
+    """FK takes every joint's cos/sin first for chains of up to fast._FK_TRIG_NODES nodes and
+    on the way for longer ones; a longer chain still solves as the reference does."""
+    robot = _snake(fast._FK_TRIG_NODES + 6)
+    assert len(fast._model(build_problem(robot, [(DirectionUpTarget(0, (0.5, 0, 0), None, None),)],
+                                         settings=SolverSettings(max_position_error=0.03))).chain) \
+        > fast._FK_TRIG_NODES
+    rng = np.random.default_rng(70)
+    mismatches: List[str] = []
+    compared, successes = 0, 0
+    for kwargs, q_start in scenarios(robot, rng, per_config=4, jacobian="analytic"):
+        problem = build_problem(**kwargs)
+        ref = solve_problem(problem, q_start, backend="numpy")
+        out = solve_problem(problem, q_start, backend="numba")
+        compared += compare(problem, q_start, ref, out, mismatches)
+        successes += int(ref.success.sum())
+    print(f"snake: {compared} candidates, {successes} numpy successes, {len(mismatches)} mismatches")
+    assert compared >= 30 and successes > 0
+    assert len(mismatches) <= 0.01 * compared, mismatches
+
+
 def test_parallel_sweep_equals_serial_and_loop(dual_arm):
     """Threads change nothing; a batch equals one-candidate calls."""
     rng = np.random.default_rng(3)
