@@ -29,10 +29,17 @@ Reductions that numpy does pairwise (``np.sum`` over 8 or more values: the
 sum of squared residuals, norms of steps over 8+ joints) use numpy's pairwise
 order here too (:func:`pairwise_sum`).
 
-Compilation: the kernel called from Python, :func:`run_serial`, is
-``@njit(cache=True)`` (:func:`njit_cached`); it allocates the scratch arrays and
-calls :func:`solve_rows`, a second cached kernel compiled **without numba's
-runtime** (``_nrt=False``): no reference counting of arrays at all. With it every
+The multi-seed search of ``core.search`` (library seeding, no callback) runs here too,
+whole: :func:`search` calls :func:`run_search` per chunk of candidates, which solves
+round 0 and then the rounds of seeds of each (:func:`search_rounds`: ranking the library
+by a scan, the relays of seeds, the selection), with no Python between the rounds; the
+results are those of the search's rounds in Python, which ``test/core/test_search.py``
+checks field by field.
+
+Compilation: the kernels called from Python, :func:`run_serial` and :func:`run_search`,
+are ``@njit(cache=True)`` (:func:`njit_cached`); they allocate the scratch arrays and
+call :func:`solve_rows` (via :func:`search_rows`), a second cached kernel compiled
+**without numba's runtime** (``_nrt=False``): no reference counting of arrays at all. With it every
 array view taken and every array passed to a call cost an ``NRT_incref``/``NRT_decref``
 call (atomic before the arrays were borrowed with null memory-info pointers,
 still a call and a spilled register after): the run-time-free kernel takes 0.65-0.71 x
@@ -51,8 +58,9 @@ to its per-user cache directory (``$XDG_CACHE_HOME/numba`` or
 ``~/.cache/numba``), and ``NUMBA_CACHE_DIR`` overrides both (e.g. a read-only
 install in a container with a read-only home: point it at a writable folder;
 with no writable location at all the kernel is compiled in every process).
-:func:`warm_up` compiles or loads it on a tiny problem: about 65 s cold on
-the 2-core reference machine, under half a second from the cache.
+:func:`warm_up` compiles or loads it on a tiny problem: about 80 s cold on
+the 2-core reference machine (65 s before the compiled search), under half a second
+from the cache.
 
 Threads: candidates are independent, so a batch of at least
 :data:`PARALLEL_MIN_CANDIDATES` is cut into one contiguous slice per core and
@@ -194,6 +202,40 @@ _Work = namedtuple("_Work", (
     "node_rot", "node_pos", "tcp_rot", "tcp_pos", "rot_p", "jac", "r_p", "h", "g",
     "step", "matrix", "rhs", "value", "fixed", "trial", "r_t", "err_t", "q_p", "sq", "ssr_history",
     "started_at", "waiting"))
+
+#: A multi-seed search in the kernel (:func:`search_rounds`; ``core.search._search`` is
+#: its reference, :func:`search` drives it). Settings: ``round0_done`` (the state holds
+#: round 0's outcome already), ``num_seeds`` K, ``max_rounds`` (rounds of seeds at most),
+#: ``unlimited`` (``max_rounds`` is only the library's end: rounds that reach it report
+#: status 2), ``min_successes``, ``limit_center`` (the selection; else least motion). The
+#: seed library: its M states ``lib_q`` (M, D) and their features (``seeds.pose_features``)
+#: in leaves, ``leaves`` (:data:`_Leaves`), the candidates' target features ``query`` (B, F); periodic joints turned towards ``anchor`` (D,): columns ``periodic`` (P,) int64
+#: and their bounds ``periodic_lo``/``periodic_hi`` (P,). Limit centres of the active
+#: joints ``center_mid``, ``center_half`` (A,) float, ``center_bounded`` (A,) bool. Outputs
+#: per candidate: ``starts``, ``successes`` (B,) int64, ``best_score`` (B,) (inf: none); and
+#: ``outcome`` (2,) int64: rounds run (round 0 included), status (0 done, 1 stopped by the
+#: deadline with candidates pending, 2 library used up with candidates pending).
+_Search = namedtuple("_Search", (
+    "round0_done", "num_seeds", "max_rounds", "unlimited", "min_successes", "limit_center", "leaves",
+    "query", "lib_q", "periodic", "periodic_lo", "periodic_hi", "anchor", "center_mid", "center_half",
+    "center_bounded", "starts", "successes", "best_score", "outcome"))
+
+#: M points (a seed library's features) cut into L leaves for :func:`nearest_into`:
+#: ``points_t`` (F, M) in leaf order, one feature per row, ``index`` (M,) int64 their
+#: indices in the library,
+#: ``start`` (L + 1,) int64 where each leaf's points begin, ``lo_t``/``hi_t`` (F, L) the
+#: leaves' bounding boxes, one feature per row (``seeds.leaf_layout`` builds it).
+_Leaves = namedtuple("_Leaves", ("points_t", "index", "start", "lo_t", "hi_t"))
+
+#: Points whose distances :func:`nearest_into` computes in one pass (a leaf's, or part of one).
+_SCAN_RUN = 64
+
+#: Scratch of the seed ranking (:func:`nearest_into`): the leaves' bounds (L,), the best
+#: distances and indices so far (max_rounds * K,).
+_Scan = namedtuple("_Scan", ("bound", "best_d", "best_i"))
+
+#: A whole turn (rad): the seeds' periodic joints move by multiples of it.
+_TURN = 2.0 * np.pi
 
 
 # ==================================================================== clock
@@ -1186,7 +1228,7 @@ def block_size(st, has_deadline):
 
 @njit_cached(nogil=True)
 def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
-    """The compiled entry point: allocates the scratch of the largest block
+    """The compiled entry point of a solve: allocates the scratch of the largest block
     (:func:`alloc_work`) and runs :func:`solve_rows`. Its four namedtuples come as
     plain tuples (``tuple(m)``, ...), rebuilt here: numba's dispatcher types plain
     tuples in C but namedtuples in Python, which saves about 6 us per call.
@@ -1199,11 +1241,39 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
         lo = hi
     work = alloc_work(rows, model.parent.shape[0], state.err.shape[2], config.active.shape[0],
                       state.q.shape[1], config.stall_window)
-    solve_rows(model, targets, config, state, work, has_deadline, deadline_ns)
-    failed = False
-    for key in state.fail_key:
-        failed |= key >= 0
-    return failed
+    return solve_rows(model, targets, config, state, work, has_deadline, deadline_ns)
+
+
+@njit_cached(nogil=True)
+def run_search(m, tg, cfg, st, has_deadline, deadline_ns, sr):
+    """The compiled entry point of a search (:func:`search_rows`): allocates the scratch of
+    the largest block, the rows of its rounds of seeds and the seed ranking's scratch.
+    Arguments as for :func:`run_serial` (``has_deadline`` False: the search has no deadline;
+    both come from Python so that :func:`solve_rows` is compiled for one signature, not a
+    second one for literal constants); ``sr``: a :data:`_Search` as a plain tuple.
+    Returns True when a candidate hit a numerical failure (then the search stopped)."""
+    model, targets, config, state = _Model(*m), _Targets(*tg), _Config(*cfg), _State(*st)
+    search = _Search(*(sr[:6] + (_Leaves(*sr[6]),) + sr[7:]))
+    b, d, e, k = state.q.shape[0], state.q.shape[1], state.err.shape[2], search.num_seeds
+    # Blocks of round 0 hold BLOCK_ROWS rows, blocks of seeds up to a relay more; with a
+    # deadline a round is one block.
+    if has_deadline:
+        rows = max(1, b, b * k)
+    else:
+        rows = max(1, min(b, BLOCK_ROWS), min(b * k, BLOCK_ROWS + k - 1))
+    seeds = _State(np.empty((b * k, d)), np.empty((b * k, 9 * e)), np.empty(b * k), np.empty((b * k, 3, e)),
+                   np.empty(b * k, dtype=np.int32), np.empty(b * k, dtype=np.int64),
+                   np.empty(b * k, dtype=np.int64), np.empty(b * k, dtype=np.bool_),
+                   np.empty(b * k, dtype=np.int32), np.empty(b * k), np.empty(b * k, dtype=np.int64),
+                   np.empty(b * k, dtype=np.int64))
+    seed_targets = _Targets(np.empty((b * k, e, 3)), np.empty((b * k, e, 3)), np.empty((b * k, e, 3)),
+                            np.empty((b * k, e), dtype=np.bool_), np.empty((b * k, e), dtype=np.bool_),
+                            targets.local_direction, targets.local_up)
+    ranks = search.max_rounds * k
+    scan = _Scan(np.empty(search.leaves.lo_t.shape[1]), np.empty(ranks), np.empty(ranks, dtype=np.int64))
+    work = alloc_work(rows, model.parent.shape[0], e, config.active.shape[0], d, config.stall_window)
+    return search_rows(model, targets, config, state, work, has_deadline, deadline_ns, search, seeds,
+                       seed_targets, scan)
 
 
 @jitable
@@ -1250,6 +1320,7 @@ def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
     """The whole solve of the candidates in ``tg``/``st`` in one compiled call; releases
     the GIL (threaded batches run one call per chunk of candidates). Compiled without
     numba's runtime (no reference counting, no allocation; see the module docstring).
+    Returns True when a candidate failed numerically (``st.fail_key``).
 
     The rows are solved in blocks (:func:`block_size`, :func:`block_end`): each block's
     rows are started, then iterated iteration-major, with ``wk`` rows 0.. as their
@@ -1285,55 +1356,224 @@ def solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
         if at != -1:
             cap = 0 if at == -2 else (at + 1 if cap < 0 else min(cap, at + 1))
         lo = hi
-    failed = cap >= 0
-    if failed:
-        return
+    if cap >= 0:
+        return True
     for b in range(n):
         finish_candidate(b, 0, tg, cfg, st, wk)
+    return False
+
+
+@njit_cached(nogil=True, _nrt=False)
+def search_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns, sr, ss, ts, scan):
+    """The multi-seed search of the candidates in ``tg``/``st`` in one compiled call:
+    round 0 (:func:`solve_rows` from the start states in ``st``, unless ``sr.round0_done``), then the rounds of seeds
+    (:func:`search_rounds`, rows ``ss``/``ts``). Compiled without numba's runtime, releases
+    the GIL. Returns True on a numerical failure (the search stops there)."""
+    if not sr.round0_done and solve_rows(m, tg, cfg, st, wk, has_deadline, deadline_ns):
+        return True
+    return search_rounds(m, tg, cfg, st, wk, has_deadline, deadline_ns, sr, ss, ts, scan)
+
+
+# ================================================================== search
+@jitable
+def selection_score(cfg, sr, st, b, scratch):
+    """The search's score of solved row b of ``st`` (lower is better, a success assumed):
+    its cost (least motion), or with ``sr.limit_center`` the squared normalised distance
+    of its active joints to the limit centres, summed like ``np.sum`` (the reference's
+    ``core.search.selection_score``)."""
+    if not sr.limit_center:
+        return st.cost[b]
+    q = st.q[b]
+    for i in range(cfg.active.shape[0]):
+        z = (q[cfg.active[i]] - sr.center_mid[i]) / sr.center_half[i] if sr.center_bounded[i] else 0.0
+        scratch[i] = z * z
+    return pairwise_sum(scratch, 0, cfg.active.shape[0])
+
+
+@jitable
+def seed_rows(tg, sr, ss, ts, c, base, first, need, scan):
+    """Rows base .. base + K - 1 of ``ss``/``ts``: candidate c's library states of distance
+    ranks first .. first + K - 1 (nearest first), their periodic joints turned by whole
+    turns towards ``sr.anchor`` within the bounds (``SeedLibrary.seeds``), as one relay
+    (group c, quota ``need``) towards c's targets."""
+    k = sr.num_seeds
+    nearest_into(sr.leaves, sr.query[c], first, k, scan.bound, scan.best_d, scan.best_i)
+    for s in range(k):
+        row, state = base + s, sr.lib_q[scan.best_i[first + s]]
+        for j in range(state.shape[0]):
+            ss.q[row, j] = state[j]
+        for p in range(sr.periodic.shape[0]):
+            col, lo, hi = sr.periodic[p], sr.periodic_lo[p], sr.periodic_hi[p]
+            q = ss.q[row, col]
+            turns = min(max(np.rint((sr.anchor[col] - q) / _TURN), np.ceil((lo - q) / _TURN)),
+                        np.floor((hi - q) / _TURN))
+            ss.q[row, col] = min(max(q + _TURN * turns, lo), hi)
+        for e in range(tg.position.shape[1]):
+            for j in range(3):
+                ts.position[row, e, j] = tg.position[c, e, j]
+                ts.direction[row, e, j] = tg.direction[c, e, j]
+                ts.up[row, e, j] = tg.up[c, e, j]
+            ts.has_direction[row, e] = tg.has_direction[c, e]
+            ts.has_up[row, e] = tg.has_up[c, e]
+        ss.group[row] = c
+        ss.quota[row] = need
+
+
+@jitable
+def take_row(dst, c, src, row):
+    """Row ``row`` of state ``src`` becomes candidate c's outcome in ``dst``."""
+    copy1(dst.q[c], src.q[row])
+    copy2(dst.err[c], src.err[row])
+    dst.iterations[c] = src.iterations[row]
+    dst.reason[c] = src.reason[row]
+    dst.success[c] = src.success[row]
+    dst.cost[c] = src.cost[row]
+
+
+@jitable
+def search_rounds(m, tg, cfg, st, wk, has_deadline, deadline_ns, sr, ss, ts, scan):
+    """The multi-seed search of every candidate of ``st``, whose round 0 (the solve from the
+    current state) is done: the rounds of seeds of ``core.search._search`` (with
+    ``seeding="nearest"`` and no callback). Each round gives every candidate with fewer than
+    ``sr.min_successes`` successes its next ``sr.num_seeds`` library states, tried as a relay
+    (:func:`seed_rows`, :func:`relay_turn`); a success whose score (:func:`selection_score`)
+    is strictly below the candidate's best so far replaces its row of ``st`` (earlier rounds
+    and nearer seeds win ties). No round starts once the deadline (if any) has passed, and
+    a round's rows stop at it. Fills ``sr.starts``, ``sr.successes``, ``sr.best_score``
+    (inf: no success) and ``sr.outcome``. Returns True on a numerical failure."""
+    b, k = st.q.shape[0], sr.num_seeds
+    scratch = wk.sq[0]
+    for c in range(b):
+        sr.starts[c] = 1
+        sr.successes[c] = 0
+        sr.best_score[c] = np.inf
+        if st.success[c]:
+            sr.successes[c] = 1
+            sr.best_score[c] = selection_score(cfg, sr, st, c, scratch)
+    rounds, status = 1, 0
+    while True:
+        pending = 0
+        for c in range(b):
+            pending += sr.successes[c] < sr.min_successes
+        if pending > 0 and has_deadline and clock_ns(CLOCK) >= deadline_ns:
+            status = 1
+            break
+        if pending == 0 or k == 0:
+            break
+        if rounds > sr.max_rounds:
+            status = 2 if sr.unlimited else 0
+            break
+        first, n = (rounds - 1) * k, 0
+        for c in range(b):
+            if sr.successes[c] < sr.min_successes:
+                seed_rows(tg, sr, ss, ts, c, n * k, first, sr.min_successes - sr.successes[c], scan)
+                n += 1
+        rows = n * k
+        part = _State(ss.q[:rows], ss.r[:rows], ss.ssr[:rows], ss.err[:rows], ss.iterations[:rows],
+                      ss.reason[:rows], ss.fail_key[:rows], ss.done[:rows], ss.success[:rows],
+                      ss.cost[:rows], ss.group[:rows], ss.quota[:rows])
+        targets = _Targets(ts.position[:rows], ts.direction[:rows], ts.up[:rows], ts.has_direction[:rows],
+                           ts.has_up[:rows], ts.local_direction, ts.local_up)
+        if solve_rows(m, targets, cfg, part, wk, has_deadline, deadline_ns):
+            return True
+        for row in range(rows):
+            c = part.group[row]
+            if part.reason[row] != _SUPERSEDED:
+                sr.starts[c] += 1
+            if part.success[row]:
+                sr.successes[c] += 1
+                score = selection_score(cfg, sr, part, row, scratch)
+                if score < sr.best_score[c]:
+                    sr.best_score[c] = score
+                    take_row(st, c, part, row)
+        rounds += 1
+    sr.outcome[0] = rounds
+    sr.outcome[1] = status
+    return False
 
 
 # ============================================================ seed ranking
-@njit_cached(nogil=True)
-def nearest_ranks(points_t, queries, first, count):
-    """Brute-force nearest neighbours: (n, count) int64, for each row of ``queries`` (n, F)
-    the indices of the points at Euclidean distance ranks ``first`` .. ``first + count - 1``
-    (equal distances: lower index first). ``points_t`` (F, M) holds the M points one feature
-    per row, so that the distance pass runs along the points (vectorised by the compiler:
-    8.5 instead of 16 us per query over 4096 points in 9 dimensions); each squared distance is
-    still summed feature by feature, in order. For a few queries (the search's single-target
-    seeding) one pass over M points beats a k-d tree query; :class:`direction_up_ik.core.seeds.SeedLibrary`
-    picks between the two."""
-    f, m = points_t.shape
-    n = queries.shape[0]
+@jitable
+def nearest_into(lib, query, first, count, bound, best_d, best_i):
+    """Nearest neighbours of one query (F,) among the M points of a leaf layout ``lib``
+    (:data:`_Leaves`): afterwards ``best_i[first:first + count]`` holds the indices of the
+    points at Euclidean distance ranks ``first`` .. ``first + count - 1`` (equal distances:
+    lower index first), exactly those of a scan of all points. Scratch: ``bound`` (L,),
+    ``best_d``, ``best_i`` (>= first + count,).
+
+    The leaves are visited in the order of a lower bound of their points' distances (the
+    distance to the leaf's bounding box, summed feature by feature like a point's: every
+    term and partial sum is a rounded monotone function of the exact one, so the bound
+    never exceeds a point's computed distance); once the next bound is above the k-th
+    best distance so far, no point left can enter. A point's squared distance is summed
+    feature by feature, in order, as by a full scan."""
+    f, nl = lib.lo_t.shape
     k = first + count
+    for leaf in range(nl):
+        bound[leaf] = 0.0
+    for c in range(f):  # along the leaves, one feature at a time (vectorised)
+        q, lo, hi = query[c], lib.lo_t[c], lib.hi_t[c]
+        for leaf in range(nl):
+            gap = max(lo[leaf] - q, 0.0) + max(q - hi[leaf], 0.0)  # lo <= hi: one term at most
+            bound[leaf] += gap * gap
+    # A run of up to _SCAN_RUN points' distances at a time, in the stack (no aliasing with
+    # the points: the compiler vectorises the pass along the points, one feature per row).
+    dist = stack_array(_SCAN_RUN, np.float64)
+    size = 0
+    for _ in range(nl):
+        leaf, low = 0, bound[0]
+        for l in range(1, nl):
+            if bound[l] < low:
+                leaf, low = l, bound[l]
+        if low == np.inf or (size == k and low > best_d[k - 1]):
+            break
+        bound[leaf] = np.inf  # visited
+        for j0 in range(lib.start[leaf], lib.start[leaf + 1], _SCAN_RUN):
+            n = min(_SCAN_RUN, lib.start[leaf + 1] - j0)
+            for j in range(n):
+                dist[j] = 0.0
+            for c in range(f):
+                # A slice of the row: its unit stride is known, which vectorises the loop
+                # (2.2 x faster than indexing the row at j0 + j).
+                row, qc = lib.points_t[c, j0:j0 + n], query[c]
+                for j in range(n):
+                    t = row[j] - qc
+                    dist[j] += t * t
+            if size == k:  # skip a run with no point at or below the k-th best distance
+                worst, hits = best_d[k - 1], 0
+                for j in range(n):
+                    hits += dist[j] <= worst
+                if hits == 0:
+                    continue
+            for j in range(n):
+                d, i = dist[j], lib.index[j0 + j]
+                if size == k and not (d < best_d[k - 1] or (d == best_d[k - 1] and i < best_i[k - 1])):
+                    continue
+                # best_d[:size] is sorted by (distance, index); when full, the last one drops out.
+                pos = size if size < k else k - 1
+                while pos > 0 and (d < best_d[pos - 1] or (d == best_d[pos - 1] and i < best_i[pos - 1])):
+                    best_d[pos] = best_d[pos - 1]
+                    best_i[pos] = best_i[pos - 1]
+                    pos -= 1
+                best_d[pos] = d
+                best_i[pos] = i
+                if size < k:
+                    size += 1
+
+
+@njit_cached(nogil=True)
+def nearest_ranks(lib, queries, first, count):
+    """(n, count) int64: for each row of ``queries`` (n, F) the indices of the points of the
+    leaf layout ``lib`` (:data:`_Leaves`, a plain tuple) at distance ranks ``first`` ..
+    ``first + count - 1`` (:func:`nearest_into`). For a few queries (the search's
+    single-target seeding outside the compiled search) this beats a k-d tree query;
+    :class:`direction_up_ik.core.seeds.SeedLibrary` picks between the two."""
+    leaves = _Leaves(*lib)
+    n, nl, k = queries.shape[0], leaves.lo_t.shape[1], first + count
     out = np.empty((n, count), dtype=np.int64)
-    dist = np.empty(m)
-    best_d = np.empty(k)
-    best_i = np.empty(k, dtype=np.int64)
+    bound, best_d, best_i = np.empty(nl), np.empty(k), np.empty(k, dtype=np.int64)
     for r in range(n):
-        for j in range(m):
-            dist[j] = 0.0
-        for c in range(f):
-            row, qc = points_t[c], queries[r, c]
-            for j in range(m):
-                t = row[j] - qc
-                dist[j] += t * t
-        size = 0
-        for j in range(m):
-            d = dist[j]
-            if size == k and not d < best_d[k - 1]:
-                continue
-            # best_d[:size] is sorted; when full, the last one drops out. Insert after every
-            # equal or smaller distance.
-            pos = size if size < k else k - 1
-            while pos > 0 and d < best_d[pos - 1]:
-                best_d[pos] = best_d[pos - 1]
-                best_i[pos] = best_i[pos - 1]
-                pos -= 1
-            best_d[pos] = d
-            best_i[pos] = j
-            if size < k:
-                size += 1
+        nearest_into(leaves, queries[r], first, count, bound, best_d, best_i)
         for c in range(count):
             out[r, c] = best_i[first + c]
     return out
@@ -1495,6 +1735,90 @@ def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
     return _result(problem, st)
 
 
+#: Candidates per call of a compiled search's chunks (:func:`search`): the chunks of a big
+#: batch queue for the worker threads, so a thread that finishes early takes the next one.
+SEARCH_CHUNK_ROWS = 64
+
+#: What :func:`search` returns: the candidates' picks as an IKBatchResult (``best_index``
+#: by ``best_score``), ``starts``, ``successes`` (B,) int64, ``best_score`` (B,) (inf: no
+#: success; None when round 0 settled every candidate: then the caller scores them),
+#: ``rounds`` run (round 0 included) and ``status`` (:data:`_Search`'s ``outcome``).
+SearchOutcome = namedtuple("SearchOutcome", ("result", "starts", "successes", "best_score", "rounds",
+                                             "status"))
+
+
+def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bool, min_successes: int,
+           limit_center: bool, seed_arrays, deadline: Optional[float] = None,
+           parallel: Optional[bool] = None) -> Optional[SearchOutcome]:
+    """The multi-seed search of ``core.search._search`` (nearest seeding, no callback) in
+    compiled code: round 0 and every round of seeds of a candidate in one kernel call
+    (:func:`run_search`), no Python between the rounds.
+
+    Args:
+        problem: built with the search's settings; num_seeds, max_rounds (>= 0, with
+            ``max_rounds * num_seeds`` at most the library's size), unlimited (see
+            :data:`_Search`), min_successes: as for the search; limit_center: the
+            "limit_center" selection (else least motion).
+        seed_arrays: called (once, only when rounds of seeds may run) for a dict of the
+            library and selection arrays of :data:`_Search` (``leaves`` ...
+            ``center_bounded``; writable and C-contiguous but ``lib_q``, read-only; at
+            least ``max_rounds * num_seeds`` library states), or None: then this returns None.
+        deadline: ``time.perf_counter()`` value: no round starts after it, running solves
+            stop at it (reason time_budget).
+        parallel: None = a batch of at least ``2 * SEARCH_CHUNK_ROWS`` candidates is cut
+            into chunks of :data:`SEARCH_CHUNK_ROWS` queued for the worker threads (each
+            with round 0 in the kernel call); False = on the calling thread: round 0 first
+            (:func:`run_serial`), which settles most single targets, then the rounds. Results
+            do not depend on it.
+    Returns:
+        a :data:`SearchOutcome`, or None after a numerical failure (the caller then runs the
+        reference search, which raises it) or without seed arrays.
+    """
+    b, d, e = problem.num_candidates, len(problem.q_initial), problem.num_targets
+    q = np.empty((b, d))
+    q[:] = problem.q_initial
+    m, tg, cfg = _model(problem), _targets(problem), _config(problem)
+    empty, i4, i8 = np.empty, np.int32, np.int64
+    zeros = np.zeros(b, dtype=i8)
+    st = _State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i4),
+                reason=empty(b, i8), fail_key=empty(b, i8), done=empty(b, np.bool_),
+                success=empty(b, i4), cost=empty(b), group=zeros, quota=zeros)
+    has_deadline, deadline_ns = _deadline_ns(deadline)
+    m_t, tg_t, st_t = tuple(m), tuple(tg), tuple(st)
+    chunks = 1
+    if parallel is None and worker_threads() > 1 and b >= 2 * SEARCH_CHUNK_ROWS:
+        chunks = -(-b // SEARCH_CHUNK_ROWS)
+    if chunks == 1:
+        if run_serial(m_t, tg_t, cfg, st_t, has_deadline, deadline_ns):
+            return None
+        successes = st.success.astype(i8)
+        if num_seeds == 0 or max_rounds == 0 or np.all(successes >= min_successes):
+            return SearchOutcome(_result(problem, st), np.ones(b, dtype=i8), successes, None, 1, 0)
+    arrays = seed_arrays()
+    if arrays is None:
+        return None
+    arrays["leaves"] = tuple(arrays["leaves"])
+    sr = _Search(round0_done=chunks == 1, num_seeds=int(num_seeds), max_rounds=int(max_rounds),
+                 unlimited=bool(unlimited), min_successes=int(min_successes), limit_center=bool(limit_center),
+                 starts=empty(b, i8), successes=empty(b, i8), best_score=empty(b),
+                 outcome=np.zeros((chunks, 2), dtype=i8), **arrays)
+    if chunks == 1:
+        failed = run_search(m_t, tg_t, cfg, st_t, has_deadline, deadline_ns,
+                            tuple(sr._replace(outcome=sr.outcome[0])))
+    else:
+        bounds = np.linspace(0, b, chunks + 1).astype(int).tolist()
+        jobs = [executor().submit(run_search, m_t, tuple(_rows(tg, lo, hi)), cfg,
+                                  tuple(_rows(st, lo, hi)), has_deadline, deadline_ns, tuple(sr._replace(
+                                      query=sr.query[lo:hi], starts=sr.starts[lo:hi], successes=sr.successes[lo:hi],
+                                      best_score=sr.best_score[lo:hi], outcome=sr.outcome[i])))
+                for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        failed = any([job.result() for job in jobs])
+    if failed:
+        return None
+    return SearchOutcome(_result(problem, st, sr.best_score), sr.starts, sr.successes, sr.best_score,
+                         int(sr.outcome[:, 0].max()), int(sr.outcome[:, 1].max()))
+
+
 def _group_start(group: np.ndarray, i: int) -> int:
     """The first row of the run of equal ``group`` values that holds row i (i <= len)."""
     while 0 < i < len(group) and group[i] == group[i - 1]:
@@ -1563,19 +1887,37 @@ def _raise_failure(fail_key: np.ndarray) -> None:
                            f"non-finite {what}")
 
 
-def _result(problem: IKProblem, st: _State) -> IKBatchResult:
-    """Assemble the result exactly as the reference does."""
+def _result(problem: IKProblem, st: _State, score: Optional[np.ndarray] = None) -> IKBatchResult:
+    """Assemble the result exactly as the reference does; ``best_index`` is the lowest
+    ``score`` (default: ``cost``) when a candidate succeeded."""
     # The kernel computed success, cost and the NaN of free parts (finish_candidate),
     # so this is a handful of numpy calls even for one candidate.
     err = st.err.transpose(1, 0, 2).copy()  # (3, B, E): position, direction, up
     success = st.success
-    best = int(st.cost.argmin()) if success.any() else None
+    best = int((st.cost if score is None else score).argmin()) if success.any() else None
     return IKBatchResult(
         joint_q=st.q.astype(np.float32), success=success, cost=st.cost,
         best_index=best, position_error=err[0], direction_error=err[1], up_error=err[2],
         iterations=st.iterations,
         stop_reason=tuple(map(_REASONS.__getitem__, st.reason.tolist())),
         active_dof_ids=tuple(problem.active.tolist()))
+
+
+def _warm_up_search(problem: IKProblem) -> None:
+    """Searches of ``problem`` with a two-state library and arrays of the types the search
+    module passes (``core.search._compiled_search``), to compile :func:`run_search`."""
+    d, a = len(problem.q_initial), problem.active
+    lib_q = np.tile(problem.q_initial, (2, 1))
+    lib_q.setflags(write=False)
+    leaves = _Leaves(points_t=np.zeros((3, 2)), index=np.arange(2, dtype=np.int64),
+                     start=np.array([0, 2], dtype=np.int64), lo_t=np.zeros((3, 1)), hi_t=np.zeros((3, 1)))
+    arrays = dict(leaves=leaves, query=np.zeros((problem.num_candidates, 3)), lib_q=lib_q,
+                  periodic=np.array([a[0]], dtype=np.int64), periodic_lo=np.array([-3.0]),
+                  periodic_hi=np.array([3.0]), anchor=np.zeros(d), center_mid=np.zeros(len(a)),
+                  center_half=np.ones(len(a)), center_bounded=np.ones(len(a), dtype=np.bool_))
+    for deadline in (None, time.perf_counter() + 60.0):
+        search(problem, num_seeds=1, max_rounds=2, unlimited=False, min_successes=2, limit_center=True,
+               seed_arrays=lambda: arrays, deadline=deadline)
 
 
 def warm_up() -> float:
@@ -1606,5 +1948,7 @@ def warm_up() -> float:
         problem = build_problem(robot, targets, None, "cpu", None, settings)
         solve(problem, parallel=False)
         solve(problem, deadline=time.perf_counter() + 60.0, parallel=True)
-    nearest_ranks(np.zeros((3, 4)), np.zeros((1, 3)), 1, 2)
+        _warm_up_search(problem)
+    nearest_ranks(tuple(_Leaves(np.zeros((3, 4)), np.arange(4, dtype=np.int64), np.array([0, 2, 4], dtype=np.int64),
+                                np.zeros((3, 2)), np.zeros((3, 2)))), np.zeros((1, 3)), 1, 2)
     return time.perf_counter() - t0

@@ -19,17 +19,26 @@ Trying the current state alone first costs one local solve for the targets it
 reaches (most of them, in practice) and keeps their answer the nearest one.
 Among the successes of a candidate it keeps the one with the least joint motion
 from the current state (the spec's cost) or, selectable, the one closest to the
-joint-limit centres. A big batch runs as one such search per core on slices of the
-candidates (:data:`SPLIT_MIN_CANDIDATES`), with the same results. The default solver
+joint-limit centres.
+
+With the compiled backend, the library seeding and no ``accept`` callback (the usual
+call), the whole search runs in compiled code (:func:`_compiled_search`,
+``fast.search``): a call per chunk of candidates does round 0 and every round of seeds
+of its candidates, a big batch's chunks queued for the worker threads, with the same
+results as the rounds in Python (:func:`_search`, the reference, which runs every other
+search). Those split a big batch into one search per core
+(:data:`SPLIT_MIN_CANDIDATES`), with the same results. The default solver
 (:func:`~direction_up_ik.core.solver.robo_solve_ik_direction_up_multi_batch`)
 is untouched by this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
+from collections import namedtuple
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Optional
@@ -40,9 +49,9 @@ from .errors import InputTypeError, InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import STOP_SUPERSEDED, IKBatchResult
-from .seeds import LIBRARY_SIZE, library_for, random_starts, start_bounds
+from .seeds import LIBRARY_SIZE, library_for, pose_features, random_starts, start_bounds
 from .settings import as_float, is_real, solver_settings
-from .solver import batch_threads, compiled_module, solve_problem
+from .solver import batch_threads, compiled_backend, compiled_module, solve_problem
 from .targets import full_pose_candidates
 
 SELECTIONS = ("least_motion", "limit_center")
@@ -187,14 +196,22 @@ def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selecti
     """
     if selection == "least_motion":
         return cost
+    mid, half, bounded = _center_scales(problem)
+    z = np.where(bounded, (q[:, problem.active].astype(np.float64) - mid) / half, 0.0)
+    return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
+
+
+def _center_scales(problem: IKProblem):
+    """(mid, half, bounded), each (A,): the limit-centre score's centre and half range of
+    each active joint, and whether it counts (both bounds finite and apart; else mid 0,
+    half 1)."""
     a = problem.active
     lo, hi = problem.lower[a], problem.upper[a]
     center, bounded = _limit_centers(problem)
     bounded = bounded[a] & (hi > lo)
     mid = np.where(bounded, center[a], 0.0)
     half = np.where(bounded, 0.5 * (np.where(bounded, hi, 1) - np.where(bounded, lo, 0)), 1.0)
-    z = np.where(bounded, (q[:, a].astype(np.float64) - mid) / half, 0.0)
-    return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
+    return mid, half, bounded
 
 
 def seed_anchor(problem: IKProblem, selection: str) -> np.ndarray:
@@ -242,6 +259,15 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     options = dict(num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
                    min_successes=min_successes, selection=selection, random_seed=random_seed,
                    accept=accept, seeding=seeding)
+    if accept is None and seeding == "nearest":
+        found = _compiled_search(problem, num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
+                                 min_successes=min_successes, selection=selection)
+        if found is not None and found.used_up:
+            found, _ = _search(problem, parallel=None, resume=found, **options)
+        if found is not None:
+            return SearchResult(result=found.result, rounds=found.rounds, starts=found.starts,
+                                successes=found.successes, elapsed_s=time.perf_counter() - start_time,
+                                timed_out=found.timed_out)
     parts = split_count(problem, num_seeds=num_seeds, max_rounds=max_rounds, timed=deadline is not None,
                         accept=accept, seeding=seeding)
     if parts == 1:
@@ -260,6 +286,78 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     return SearchResult(result=found.result, rounds=found.rounds, starts=found.starts,
                         successes=found.successes, elapsed_s=time.perf_counter() - start_time,
                         timed_out=found.timed_out)
+
+
+#: False keeps every search on the Python rounds of :func:`_search` (the reference of the
+#: compiled search, :func:`_compiled_search`; tests compare the two).
+COMPILED_SEARCH = True
+
+
+#: What :func:`_compiled_search` found: a SearchResult's result, rounds, starts, successes,
+#: timed_out, and each candidate's ``best_score`` (inf: none); ``used_up``: the rounds
+#: reached the library's end before the deadline with candidates pending (:func:`_search`
+#: goes on from there with random draws).
+_Compiled = namedtuple("_Compiled", ("result", "rounds", "starts", "successes", "best_score", "timed_out",
+                                     "used_up"))
+
+
+def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float],
+                     max_rounds: Optional[int], min_successes: int, selection: str) -> Optional[_Compiled]:
+    """The search of validated options with nearest seeding and no callback, as compiled
+    calls (``fast.search``): the same rounds as :func:`_search` with no Python between
+    them, each candidate's seeds ranked by a scan of the library instead of the k-d tree
+    (the same ranks), a big batch in chunks queued for the worker threads. None when it
+    does not apply, and :func:`_search` runs: numba unavailable or off for this robot,
+    candidates of several constraint patterns, no active joint, untimed rounds that may use
+    up the library, or a numerical failure (which :func:`_search` raises). Timed rounds
+    that use up the library before the deadline come back ``used_up``: :func:`_search` goes on
+    from them with random draws, as it would have."""
+    module = compiled_backend(problem) if COMPILED_SEARCH else None
+    b = problem.num_candidates
+    if module is None or b == 0 or len(problem.active) == 0:
+        return None
+    has_direction, has_up = problem.has_direction, problem.has_up
+    if b > 1 and not ((has_direction == has_direction[0]).all() and (has_up == has_up[0]).all()):
+        return None
+    library_rounds = LIBRARY_SIZE // num_seeds if num_seeds else 0
+    unlimited = max_rounds is None and num_seeds > 0
+    if unlimited and deadline is None:
+        return None  # rounds until every candidate succeeds: random draws after the library
+    rounds = library_rounds if unlimited else (max_rounds if num_seeds else 0)
+    if rounds > library_rounds:
+        return None
+    limit_center = selection == "limit_center"
+
+    def seed_arrays():
+        library = library_for(problem)
+        if rounds * num_seeds > len(library):
+            return None  # (a library smaller than LIBRARY_SIZE: only where a test makes one)
+        leaves, lib_q, periodic = library.kernel_arrays(problem, has_direction[0], has_up[0])
+        query = pose_features(problem.target_position, problem.target_direction, problem.target_up,
+                              has_direction[0], has_up[0])
+        if limit_center:
+            mid, half, bounded = (np.ascontiguousarray(x) for x in _center_scales(problem))
+        else:
+            mid, half, bounded = np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)
+        return dict(leaves=leaves, query=np.ascontiguousarray(query, dtype=np.float64), lib_q=lib_q,
+                    periodic=periodic, periodic_lo=np.array(problem.lower[periodic], dtype=np.float64),
+                    periodic_hi=np.array(problem.upper[periodic], dtype=np.float64),
+                    anchor=np.array(seed_anchor(problem, selection), dtype=np.float64),
+                    center_mid=mid, center_half=half, center_bounded=bounded)
+    out = module.search(problem, num_seeds=num_seeds, max_rounds=rounds, unlimited=unlimited,
+                        min_successes=min_successes, limit_center=limit_center, seed_arrays=seed_arrays,
+                        deadline=deadline)
+    if out is None:
+        return None
+    result, score, timed_out = out.result, out.best_score, out.status == 1
+    if score is None:  # round 0 settled every candidate, as in _search's shortcut
+        score = selection_score(problem, result.joint_q, result.cost, selection)
+        if limit_center:
+            result = dataclasses.replace(result, best_index=int(np.argmin(score)) if result.success.any()
+                                         else None)
+        late = deadline is not None and time.perf_counter() >= deadline
+        timed_out = bool(late and (out.successes < min_successes).any())
+    return _Compiled(result, out.rounds, out.starts, out.successes, score, timed_out, out.status == 2)
 
 
 def split_count(problem: IKProblem, *, num_seeds: int, max_rounds: Optional[int], timed: bool,
@@ -300,10 +398,18 @@ def _merge(parts) -> SearchResult:
 
 def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], max_rounds: Optional[int],
             min_successes: int, selection: str, random_seed, accept: Optional[AcceptFn], seeding: str,
-            parallel: Optional[bool]):
+            parallel: Optional[bool], resume: Optional[_Compiled] = None):
     """The search of validated options: (SearchResult with elapsed_s 0, (B,) selection score
-    of each candidate's pick, inf = none). ``parallel``: of the solves (solve_problem's)."""
+    of each candidate's pick, inf = none). ``parallel``: of the solves (solve_problem's).
+    ``resume``: the rounds the compiled search ran (no callback), to go on from."""
     b = problem.num_candidates
+    if resume is not None:
+        return _search_rounds(problem, resume.result, resume.rounds, resume.starts.copy(),
+                              resume.successes.copy(), resume.best_score.copy(),
+                              np.where(np.isfinite(resume.best_score), 0, -1), num_seeds=num_seeds,
+                              deadline=deadline, max_rounds=max_rounds, min_successes=min_successes,
+                              selection=selection, random_seed=random_seed, accept=None, seeding=seeding,
+                              parallel=parallel)
     # Round 0: every candidate from the current state (the spec's local solve).
     first = solve_problem(problem, None, deadline, parallel=parallel)
     if accept is None and selection == "least_motion" and min_successes == 1 \
@@ -314,13 +420,25 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
         late = deadline is not None and time.perf_counter() >= deadline
         return SearchResult(result=first, rounds=1, starts=np.ones(b, dtype=np.int64), successes=ok,
                             elapsed_s=0.0, timed_out=bool(late and not ok.all())), first.cost
-    starts = np.ones(b, dtype=np.int64)  # round 0: one start each
-    successes = np.zeros(b, dtype=np.int64)
-    best_score = np.full(b, np.inf)
-    results = []  # each round's result, round 0 first
+    return _search_rounds(problem, first, 0, np.ones(b, dtype=np.int64), np.zeros(b, dtype=np.int64),
+                          np.full(b, np.inf), np.full(b, -1), num_seeds=num_seeds, deadline=deadline,
+                          max_rounds=max_rounds, min_successes=min_successes, selection=selection,
+                          random_seed=random_seed, accept=accept, seeding=seeding, parallel=parallel)
+
+
+def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts: np.ndarray,
+                   successes: np.ndarray, best_score: np.ndarray, pick_round: np.ndarray, *, num_seeds: int,
+                   deadline: Optional[float], max_rounds: Optional[int], min_successes: int, selection: str,
+                   random_seed, accept: Optional[AcceptFn], seeding: str, parallel: Optional[bool]):
+    """:func:`_search`'s rounds of seeds after ``rounds`` rounds (0: ``first`` is round 0's
+    result, still to be counted; else the rounds so far summed up in ``first``, one row per
+    candidate: its pick, or its round-0 solve where ``pick_round`` is -1, with ``starts``,
+    ``successes`` and ``best_score`` so far)."""
+    b = problem.num_candidates
+    results = []  # each round's result, round 0 (or the rounds so far) first
     # Per candidate its selected success: round (-1 = none yet) and row in that round.
     # A candidate without one reports its round-0 solve, row c of round 0.
-    pick_round, pick_row = np.full(b, -1), np.arange(b)
+    pick_row = np.arange(b)
 
     def record(out: IKBatchResult, cand: np.ndarray) -> None:
         """Count the accepted successes of one round's rows (row i solved candidate cand[i])."""
@@ -344,9 +462,13 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
         pick_round[picked] = len(results) - 1
         pick_row[picked] = better
 
-    record(first, np.arange(b))
+    if rounds == 0:
+        record(first, np.arange(b))
+        rounds = 1
+    else:
+        results.append(first)
     rng = rng_key = bounds = library = anchor = None  # created when a round needs them
-    rounds, timed_out = 1, False
+    timed_out = False
     while True:
         pending = np.flatnonzero(successes < min_successes)
         if deadline is not None and time.perf_counter() >= deadline and len(pending):
@@ -412,8 +534,9 @@ def _assemble(results, pick_round: np.ndarray, pick_row: np.ndarray, best_score)
 def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None, *, joint_bounds=None,
                    root_world_xform=None) -> float:
     """Build what a search of this set-up needs besides the compiled kernel, so that no
-    search pays it: the seed library (:mod:`.seeds`, 4-11 ms for the bundled robots) and
-    its k-d tree for the candidates' slot layout (1.5-2.5 ms), at the robot's current state.
+    search pays it: the seed library (:mod:`.seeds`, 4-11 ms for the bundled robots), its
+    k-d tree and features for the candidates' slot layout (1.5-2.5 ms), at the robot's
+    current state, and load the compiled search (:func:`_compiled_search`).
 
     Args:
         robot, active_dof_ids, joint_bounds, root_world_xform: as for the search.
@@ -433,7 +556,17 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
     rows = np.arange(problem.num_candidates)
     library.nearest(problem, rows, 0, 1, method="tree")  # the batches' index
     library.nearest(problem, rows[:1], 0, 1)  # one target's (loads the compiled scan)
+    global _compiled_search_loaded
+    if not _compiled_search_loaded:
+        # One round of seeds (min_successes 2 asks for it) loads the compiled search, whose
+        # first call in a process would take about 70 ms: a 5 ms time budget's worth and more.
+        _compiled_search(problem, num_seeds=1, deadline=None, max_rounds=1, min_successes=2,
+                         selection="least_motion")
+        _compiled_search_loaded = True
     return time.perf_counter() - start
+
+
+_compiled_search_loaded = False  # by warm_up_search, once per process
 
 
 def robo_search_ik_direction_up(

@@ -6,7 +6,8 @@ of 4096 library states by TCP pose, 72-78 %, converging in a median of 3-5
 iterations instead of about 9. The library samples ``LIBRARY_SIZE`` joint states
 uniformly in the bounds once, keeps their TCP poses and answers "the k-th
 nearest states to each target" over :func:`pose_features`: a compiled scan of the
-library for a few targets, a k-d tree for many (:meth:`SeedLibrary.nearest`).
+library for a few targets, a k-d tree for many (:meth:`SeedLibrary.nearest`); the
+compiled search (``fast.search``) scans in its kernel (:meth:`SeedLibrary.kernel_arrays`).
 
 A library depends only on what its FK depends on: the model, the active joints,
 their bounds, the values of the inactive coordinates and the root transform. It
@@ -113,6 +114,39 @@ def pose_features(position: np.ndarray, direction: np.ndarray, up: np.ndarray,
     return np.concatenate(parts, axis=1)
 
 
+#: Points per leaf of :func:`leaf_layout` (at most): 64 leaves for a 4096-state library.
+LEAF_POINTS = 64
+
+
+def leaf_layout(features: np.ndarray, leaf_points: int = LEAF_POINTS):
+    """The points ``features`` (M, F) cut into leaves of at most ``leaf_points`` for the
+    compiled scan (``fast.nearest_into``): halved at the median of their widest feature
+    (by range, the first of equal ranges; ties in the median by index) until small enough.
+    Returns ``fast._Leaves`` fields: (points_t (F, M) in leaf order, one feature per row,
+    index (M,) int64 their rows in ``features``, start (L + 1,) int64, lo_t and hi_t (F, L)
+    each leaf's bounding box, one feature per row)."""
+    m = len(features)
+    order = np.arange(m, dtype=np.int64)
+    leaves, stack = [], [(0, m)]
+    while stack:
+        lo, hi = stack.pop()
+        if hi - lo <= leaf_points:
+            leaves.append((lo, hi))
+            continue
+        part = features[order[lo:hi]]
+        widest = int(np.argmax(part.max(axis=0) - part.min(axis=0)))
+        order[lo:hi] = order[lo:hi][np.argsort(part[:, widest], kind="stable")]
+        mid = (lo + hi) // 2
+        stack += [(mid, hi), (lo, mid)]
+    leaves.sort()
+    points = np.ascontiguousarray(features[order])
+    start = np.array([lo for lo, _ in leaves] + [m], dtype=np.int64)
+    box_lo = np.array([points[lo:hi].min(axis=0) for lo, hi in leaves]).reshape(len(leaves), -1)
+    box_hi = np.array([points[lo:hi].max(axis=0) for lo, hi in leaves]).reshape(len(leaves), -1)
+    return (np.ascontiguousarray(points.T), order, start, np.ascontiguousarray(box_lo.T),
+            np.ascontiguousarray(box_hi.T))
+
+
 class SeedLibrary:
     """``LIBRARY_SIZE`` joint states of one set-up and their TCP poses (read-only).
 
@@ -151,7 +185,7 @@ class SeedLibrary:
                 np.einsum("meij,ej->mei", rot, problem.local_up))
 
     def _index(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray, tree: bool):
-        """(features (M, F), the same (F, M) C-contiguous for the compiled scan, k-d tree or None)
+        """(features (M, F), their :func:`leaf_layout` for the compiled scan, k-d tree or None)
         of the problem's slot layout and this constraint pattern; the tree is built when ``tree``
         asks for it."""
         key = b"|".join(x.tobytes() for x in (problem.ee_ids, problem.local_direction, problem.local_up,
@@ -160,11 +194,18 @@ class SeedLibrary:
             entry = self._indexes.get(key)
             if entry is None:
                 features = np.ascontiguousarray(pose_features(*self.slot_axes(problem), has_direction, has_up))
-                entry = self._indexes[key] = [features, np.ascontiguousarray(features.T), None]
+                entry = self._indexes[key] = [features, tuple(leaf_layout(features)), None]
             if tree and entry[2] is None:
                 from scipy.spatial import cKDTree
                 entry[2] = cKDTree(entry[0], leafsize=_LEAF_SIZE)
             return tuple(entry)
+
+    def kernel_arrays(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray):
+        """What the compiled search (``fast.search``) reads of this library for the problem's
+        slot layout and one constraint pattern: (its features' :func:`leaf_layout` as a tuple,
+        the states ``q`` (M, D) read-only, the periodic columns its seeds turn (P,) int64)."""
+        _, leaves, _ = self._index(problem, np.asarray(has_direction), np.asarray(has_up), tree=False)
+        return leaves, self.q, self._periodic
 
     def nearest(self, problem: IKProblem, rows: np.ndarray, first: int, count: int,
                 method: str = "auto") -> np.ndarray:
@@ -202,9 +243,9 @@ class SeedLibrary:
                                    problem.target_up[r], has_dir, has_u)
             scanned = scan is not None and (method == "scan" or len(r) <= SCAN_ROWS
                                             or points.shape[1] > TREE_MAX_FEATURES)
-            _, features_t, tree = self._index(problem, has_dir, has_u, tree=not scanned)
+            _, leaves, tree = self._index(problem, has_dir, has_u, tree=not scanned)
             if scanned:
-                out[mine] = scan(features_t, points, first, count)
+                out[mine] = scan(leaves, points, first, count)
             else:
                 _, idx = tree.query(points, k=first + count)
                 out[mine] = np.reshape(idx, (len(r), first + count))[:, first:]

@@ -129,6 +129,11 @@ def _fast_backend(problem: IKProblem, backend: str):
     return module
 
 
+def compiled_backend(problem: IKProblem):
+    """The compiled backend module "auto" picks for ``problem``, or None (numpy)."""
+    return _fast_backend(problem, "auto")
+
+
 def warm_up_backend() -> Optional[float]:
     """Compile (or load from numba's disk cache) the kernel "auto" would use.
 
@@ -144,7 +149,7 @@ def warm_up_backend() -> Optional[float]:
 def batch_threads(problem: IKProblem) -> int:
     """Threads a big batch of ``problem`` is solved on by the "auto" backend: the compiled
     backend's (``fast.worker_threads``), 1 with numpy."""
-    module = _fast_backend(problem, "auto")
+    module = compiled_backend(problem)
     return 1 if module is None else module.worker_threads()
 
 

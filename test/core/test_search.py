@@ -189,14 +189,17 @@ def _same_search(a, b) -> None:
 
 @pytest.mark.parametrize("selection", ["least_motion", "limit_center"])
 def test_a_big_batch_split_over_threads_finds_what_one_search_finds(panda, selection, monkeypatch):
-    """A batch of >= SPLIT_MIN_CANDIDATES runs as one search per thread on slices of the
-    candidates; every field equals the one search's (3 slices forced here, whatever the
-    core count)."""
+    """Python rounds: a batch of >= SPLIT_MIN_CANDIDATES runs as one search per thread on
+    slices of the candidates; every field equals the one search's (3 slices forced here,
+    whatever the core count)."""
     pytest.importorskip("numba", reason=_SPLIT_NEEDS)
     panda.joint_q[:] = mid_range(panda)
     rng = np.random.default_rng(8)
     cands = reachable_candidates(panda, random_configurations(panda, rng, 300))
     kwargs = dict(max_position_error=MPE, num_seeds=2, max_rounds=6, selection=selection)
+    # The Python rounds (the compiled search, which takes these batches where numba runs, has
+    # its own test below).
+    monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
     monkeypatch.setattr(search_module, "SPLIT_MIN_CANDIDATES", 10 ** 9)
     one = robo_search_ik_direction_up(panda, cands, **kwargs)
     monkeypatch.setattr(search_module, "SPLIT_MIN_CANDIDATES", 128)
@@ -248,3 +251,101 @@ def test_a_numerical_failure_in_a_split_search_names_the_candidates_of_one_searc
     with pytest.raises(NumericalFailure) as info:
         robo_search_ik_direction_up(robot, cands, **kwargs)
     assert info.value.candidates == (20, 250)
+
+
+def _python_and_compiled(robot, candidates, monkeypatch, **kwargs):
+    """(the search by the Python rounds, the compiled search) of the same call; asserts that
+    the compiled one ran to the end without falling back to the Python rounds."""
+    monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
+    python = robo_search_ik_direction_up(robot, candidates, **kwargs)
+    monkeypatch.setattr(search_module, "COMPILED_SEARCH", True)
+    real = search_module._search
+
+    def no_fallback(problem, **kw):
+        raise AssertionError("the compiled search fell back to the Python rounds")
+    monkeypatch.setattr(search_module, "_search", no_fallback)
+    compiled = robo_search_ik_direction_up(robot, candidates, **kwargs)
+    monkeypatch.setattr(search_module, "_search", real)
+    return python, compiled
+
+
+@pytest.mark.parametrize("case", ["batch", "batch_limit_center", "min_successes_2", "timed", "one_by_one",
+                                  "no_seeds"])
+def test_the_compiled_search_finds_what_the_python_rounds_find(panda, ur5, case, monkeypatch):
+    """The compiled search (round 0 and the rounds of seeds in one kernel call per chunk of
+    candidates) against the Python rounds it replaces: every field equal, with chunks queued
+    for two threads ("batch"), the other selection on the ur5 (joints of +-2 pi, turned
+    towards the anchor), relays that need two successes, a time budget (long enough not to
+    stop anything), single targets (round 0 before the kernel's rounds) and no seeds."""
+    pytest.importorskip("numba", reason="the compiled search is the numba backend's")
+    from direction_up_ik.core import fast
+    robot = ur5 if case == "batch_limit_center" else panda
+    robot.joint_q[:] = mid_range(robot)
+    rng = np.random.default_rng(12)
+    cands = reachable_candidates(robot, random_configurations(robot, rng, 300 if case.startswith("batch") else 40))
+    monkeypatch.setattr(fast, "worker_threads", lambda: 2)
+    monkeypatch.setattr(fast, "SEARCH_CHUNK_ROWS", 32)  # 10 chunks of the 300 candidates
+    kwargs = dict(max_position_error=MPE, num_seeds=2, max_rounds=6)
+    if case == "batch_limit_center":
+        kwargs["selection"] = "limit_center"
+    elif case == "min_successes_2":
+        kwargs["min_successes"] = 2
+    elif case == "timed":
+        kwargs.update(max_rounds=None, time_budget=60.0)
+    elif case == "no_seeds":
+        kwargs["num_seeds"] = 0
+    if case == "one_by_one":
+        for cand in cands[:20]:
+            python, compiled = _python_and_compiled(robot, [cand], monkeypatch, **kwargs)
+            _same_search(compiled, python)
+        return
+    python, compiled = _python_and_compiled(robot, cands, monkeypatch, **kwargs)
+    _same_search(compiled, python)
+    if case != "no_seeds":
+        assert python.rounds > 1 and np.any(python.starts > 2)  # rounds of seeds ran
+    if case == "min_successes_2":
+        assert np.any(python.successes >= 2)
+
+
+def test_the_compiled_search_goes_on_with_random_draws_where_the_library_ends(panda, monkeypatch):
+    """Timed rounds without a round limit use up a (6-state) library: the Python rounds go on
+    from the compiled search's rounds with random draws, as they would have alone."""
+    pytest.importorskip("numba", reason="the compiled search is the numba backend's")
+    from direction_up_ik.core import seeds
+    panda.joint_q[:] = mid_range(panda)
+    cands = reachable_candidates(panda, random_configurations(panda, np.random.default_rng(4), 40))
+    monkeypatch.setattr(seeds, "LIBRARY_SIZE", 6)
+    monkeypatch.setattr(search_module, "LIBRARY_SIZE", 6)
+    kwargs = dict(max_position_error=MPE, num_seeds=2, time_budget=60.0)
+    monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
+    python = robo_search_ik_direction_up(panda, cands, **kwargs)
+    monkeypatch.setattr(search_module, "COMPILED_SEARCH", True)
+    resumed = []
+    real = search_module._search
+    monkeypatch.setattr(search_module, "_search",
+                        lambda problem, **kw: resumed.append(kw.get("resume")) or real(problem, **kw))
+    compiled = robo_search_ik_direction_up(panda, cands, **kwargs)
+    assert len(resumed) == 1 and resumed[0].used_up and resumed[0].rounds == 4  # 3 rounds of the library
+    assert python.rounds > 4 and python.result.success.all()  # random draws found the rest
+    _same_search(compiled, python)
+
+
+def test_the_compiled_search_leaves_other_searches_to_the_python_rounds(panda, far_targets, monkeypatch):
+    """An accept callback, random seeding, untimed rounds that may use up the library and
+    candidates of several constraint patterns run the Python rounds."""
+    pytest.importorskip("numba", reason="the compiled search is the numba backend's")
+    calls = []
+    real = search_module._search
+    monkeypatch.setattr(search_module, "_search",
+                        lambda problem, **kw: calls.append(problem.num_candidates) or real(problem, **kw))
+    kwargs = dict(max_position_error=MPE, num_seeds=2, max_rounds=2)
+    robo_search_ik_direction_up(panda, far_targets, **kwargs)
+    assert calls == []
+    robo_search_ik_direction_up(panda, far_targets, accept=lambda i, q: True, **kwargs)
+    robo_search_ik_direction_up(panda, far_targets, seeding="random", **kwargs)
+    robo_search_ik_direction_up(panda, far_targets, **{**kwargs, "max_rounds": 2049})
+    tcp = panda.tcp_transforms(random_configurations(panda, np.random.default_rng(5), 2))[:, 0]
+    mixed = [(DirectionUpTarget(0, tcp[0, :3, 3], tcp[0, :3, 2], tcp[0, :3, 1], None, None),),
+             (DirectionUpTarget(0, tcp[1, :3, 3], None, None, None, None),)]  # full pose, position
+    robo_search_ik_direction_up(panda, mixed, **kwargs)
+    assert calls == [30, 30, 30, 2]
