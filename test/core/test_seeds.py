@@ -287,3 +287,25 @@ def test_warm_up_search_builds_the_library_a_search_then_uses(panda, monkeypatch
     panda.joint_q[3] = 0.0  # panda joint 4 must stay below -0.0698 rad
     with pytest.raises(JointLimitError):
         warm_up_search(panda)
+
+
+def test_the_leaf_scan_ranks_exactly_like_a_full_scan_with_ties_by_index():
+    """The compiled scan visits leaves by a lower bound of their distances and skips the rest:
+    its ranks must be a full scan's, equal distances ordered by index (here many exact ties:
+    points on a coarse grid, duplicated, and queries on grid points)."""
+    pytest.importorskip("numba", reason="the scan is compiled with numba (requirements/core.txt)")
+    from direction_up_ik.core import fast
+    rng = np.random.default_rng(3)
+    grid = rng.integers(0, 4, size=(700, 5)).astype(np.float64) * 0.25
+    points = np.concatenate([grid, grid[:300]])  # duplicates: equal distances at two indices
+    queries = np.concatenate([grid[:20], rng.random((20, 5))])
+    leaves = tuple(seeds.leaf_layout(points, leaf_points=16))
+    assert len(leaves[2]) - 1 >= 60  # many leaves, so that pruning happens
+    for first, count in ((0, 1), (0, 9), (7, 5), (40, 10)):
+        got = fast.nearest_ranks(leaves, queries, first, count)
+        for q, ranks in zip(queries, got):
+            d = np.zeros(len(points))
+            for c in range(points.shape[1]):  # summed feature by feature, as the kernel does
+                d += (points[:, c] - q[c]) ** 2
+            expected = np.lexsort((np.arange(len(points)), d))[first:first + count]
+            np.testing.assert_array_equal(ranks, expected)
