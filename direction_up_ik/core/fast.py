@@ -209,7 +209,8 @@ _Work = namedtuple("_Work", (
 #: ``unlimited`` (``max_rounds`` is only the library's end: rounds that reach it report
 #: status 2), ``min_successes``, ``limit_center`` (the selection; else least motion). The
 #: seed library: its M states ``lib_q`` (M, D) and their features (``seeds.pose_features``)
-#: in leaves, ``leaves`` (:data:`_Leaves`), the candidates' target features ``query`` (B, F); periodic joints turned towards ``anchor`` (D,): columns ``periodic`` (P,) int64
+#: in leaves, ``leaves`` (:data:`_Leaves`), the candidates' target features ``query``
+#: (B, F); periodic joints turned towards ``anchor`` (D,): columns ``periodic`` (P,) int64
 #: and their bounds ``periodic_lo``/``periodic_hi`` (P,). Limit centres of the active
 #: joints ``center_mid``, ``center_half`` (A,) float, ``center_bounded`` (A,) bool. Outputs
 #: per candidate: ``starts``, ``successes`` (B,) int64, ``best_score`` (B,) (inf: none); and
@@ -222,8 +223,7 @@ _Search = namedtuple("_Search", (
 
 #: M points (a seed library's features) cut into L leaves for :func:`nearest_into`:
 #: ``points_t`` (F, M) in leaf order, one feature per row, ``index`` (M,) int64 their
-#: indices in the library,
-#: ``start`` (L + 1,) int64 where each leaf's points begin, ``lo_t``/``hi_t`` (F, L) the
+#: indices in the library, ``start`` (L + 1,) int64 where each leaf's points begin, ``lo_t``/``hi_t`` (F, L) the
 #: leaves' bounding boxes, one feature per row (``seeds.leaf_layout`` builds it).
 _Leaves = namedtuple("_Leaves", ("points_t", "index", "start", "lo_t", "hi_t"))
 
@@ -1248,9 +1248,10 @@ def run_serial(m, tg, cfg, st, has_deadline, deadline_ns):
 def run_search(m, tg, cfg, st, has_deadline, deadline_ns, sr):
     """The compiled entry point of a search (:func:`search_rows`): allocates the scratch of
     the largest block, the rows of its rounds of seeds and the seed ranking's scratch.
-    Arguments as for :func:`run_serial` (``has_deadline`` False: the search has no deadline;
-    both come from Python so that :func:`solve_rows` is compiled for one signature, not a
-    second one for literal constants); ``sr``: a :data:`_Search` as a plain tuple.
+    Arguments as for :func:`run_serial` (``has_deadline`` and ``deadline_ns`` come from
+    Python even without a deadline, so that :func:`solve_rows` is compiled for one signature,
+    not a second one for the literal constants ``False, 0``); ``sr``: a :data:`_Search` as a
+    plain tuple (its ``leaves`` one too).
     Returns True when a candidate hit a numerical failure (then the search stopped)."""
     model, targets, config, state = _Model(*m), _Targets(*tg), _Config(*cfg), _State(*st)
     search = _Search(*(sr[:6] + (_Leaves(*sr[6]),) + sr[7:]))

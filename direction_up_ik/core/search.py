@@ -556,17 +556,13 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
     rows = np.arange(problem.num_candidates)
     library.nearest(problem, rows, 0, 1, method="tree")  # the batches' index
     library.nearest(problem, rows[:1], 0, 1)  # one target's (loads the compiled scan)
-    global _compiled_search_loaded
-    if not _compiled_search_loaded:
+    module = compiled_backend(problem)
+    if module is not None and not module.run_search.signatures:
         # One round of seeds (min_successes 2 asks for it) loads the compiled search, whose
         # first call in a process would take about 70 ms: a 5 ms time budget's worth and more.
         _compiled_search(problem, num_seeds=1, deadline=None, max_rounds=1, min_successes=2,
                          selection="least_motion")
-        _compiled_search_loaded = True
     return time.perf_counter() - start
-
-
-_compiled_search_loaded = False  # by warm_up_search, once per process
 
 
 def robo_search_ik_direction_up(

@@ -141,8 +141,8 @@ def leaf_layout(features: np.ndarray, leaf_points: int = LEAF_POINTS):
     leaves.sort()
     points = np.ascontiguousarray(features[order])
     start = np.array([lo for lo, _ in leaves] + [m], dtype=np.int64)
-    box_lo = np.array([points[lo:hi].min(axis=0) for lo, hi in leaves]).reshape(len(leaves), -1)
-    box_hi = np.array([points[lo:hi].max(axis=0) for lo, hi in leaves]).reshape(len(leaves), -1)
+    box_lo = np.minimum.reduceat(points, start[:-1], axis=0)
+    box_hi = np.maximum.reduceat(points, start[:-1], axis=0)
     return (np.ascontiguousarray(points.T), order, start, np.ascontiguousarray(box_lo.T),
             np.ascontiguousarray(box_hi.T))
 
@@ -185,16 +185,18 @@ class SeedLibrary:
                 np.einsum("meij,ej->mei", rot, problem.local_up))
 
     def _index(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray, tree: bool):
-        """(features (M, F), their :func:`leaf_layout` for the compiled scan, k-d tree or None)
-        of the problem's slot layout and this constraint pattern; the tree is built when ``tree``
-        asks for it."""
+        """(features (M, F), their :func:`leaf_layout` for the compiled scan or None, k-d tree
+        or None) of the problem's slot layout and this constraint pattern; the tree is built
+        when ``tree`` asks for it, the leaves when it does not."""
         key = b"|".join(x.tobytes() for x in (problem.ee_ids, problem.local_direction, problem.local_up,
                                               has_direction, has_up))
         with self._lock:
             entry = self._indexes.get(key)
             if entry is None:
                 features = np.ascontiguousarray(pose_features(*self.slot_axes(problem), has_direction, has_up))
-                entry = self._indexes[key] = [features, tuple(leaf_layout(features)), None]
+                entry = self._indexes[key] = [features, None, None]
+            if not tree and entry[1] is None:
+                entry[1] = tuple(leaf_layout(entry[0]))
             if tree and entry[2] is None:
                 from scipy.spatial import cKDTree
                 entry[2] = cKDTree(entry[0], leafsize=_LEAF_SIZE)

@@ -349,3 +349,21 @@ def test_the_compiled_search_leaves_other_searches_to_the_python_rounds(panda, f
              (DirectionUpTarget(0, tcp[1, :3, 3], None, None, None, None),)]  # full pose, position
     robo_search_ik_direction_up(panda, mixed, **kwargs)
     assert calls == [30, 30, 30, 2]
+
+
+def test_the_compiled_search_leaves_rounds_beyond_its_library_to_the_python_rounds(panda, far_targets,
+                                                                                   monkeypatch):
+    """A library smaller than the rounds ask for (here 6 states for 5 rounds of 2) is never
+    ranked past its end in the kernel: the Python rounds search, with random draws after it."""
+    pytest.importorskip("numba", reason="the compiled search is the numba backend's")
+    from direction_up_ik.core import seeds
+    monkeypatch.setattr(seeds, "LIBRARY_SIZE", 6)  # this (fresh) robot's library: 6 states
+    kwargs = dict(max_position_error=MPE, num_seeds=2, max_rounds=5)
+    calls = []
+    real = search_module._search
+    monkeypatch.setattr(search_module, "_search",
+                        lambda problem, **kw: calls.append(problem.num_candidates) or real(problem, **kw))
+    compiled_first = robo_search_ik_direction_up(panda, far_targets, **kwargs)
+    assert calls == [30]
+    monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
+    _same_search(compiled_first, robo_search_ik_direction_up(panda, far_targets, **kwargs))
