@@ -109,17 +109,35 @@ def _common_candidates(robot: RobotKinematics, candidates) -> Optional[Candidate
     if len(ids) != len(slots) or max(ids) >= robot.num_end_effectors:
         return None
     n = len(slots)
-    out = []
-    for candidate in candidates:
-        kind = type(candidate)
-        if (kind is not tuple and kind is not list) or len(candidate) != n:
-            return None
-        for target, (ee, local_direction, local_up) in zip(candidate, slots):
+    all_tuples = True
+    if n == 1:  # one end effector: the same checks without the inner loop (0.6 x the time)
+        ((ee, local_direction, local_up),) = slots
+        for candidate in candidates:
+            kind = type(candidate)
+            if kind is not tuple:
+                if kind is not list:
+                    return None
+                all_tuples = False
+            if len(candidate) != 1:
+                return None
+            target = candidate[0]
             if type(target) is not DirectionUpTarget or target.ee_id != ee \
                     or target.local_direction is not local_direction or target.local_up is not local_up:
                 return None
-        out.append(candidate if kind is tuple else tuple(candidate))
-    return tuple(out)
+    else:
+        for candidate in candidates:
+            kind = type(candidate)
+            if (kind is not tuple and kind is not list) or len(candidate) != n:
+                return None
+            all_tuples = all_tuples and kind is tuple
+            for target, (ee, local_direction, local_up) in zip(candidate, slots):
+                if type(target) is not DirectionUpTarget or target.ee_id != ee \
+                        or target.local_direction is not local_direction \
+                        or target.local_up is not local_up:
+                    return None
+    if all_tuples:
+        return candidates if type(candidates) is tuple else tuple(candidates)
+    return tuple(c if type(c) is tuple else tuple(c) for c in candidates)
 
 
 def _check_candidates(robot: RobotKinematics, candidates) -> Candidates:
@@ -235,6 +253,36 @@ def _check_initial_state(robot: RobotKinematics, active: np.ndarray, lower: np.n
     return q
 
 
+def _stack3(vectors: list, shape: tuple) -> np.ndarray:
+    """(N, 3) float64 vectors stacked and reshaped to ``shape``. The targets' vectors are
+    C-contiguous float64 (3,) arrays (:class:`DirectionUpTarget` makes each one), so their
+    bytes are joined directly: 1000 vectors in about 0.3 x the time of ``np.array``."""
+    try:
+        out = np.frombuffer(b"".join(vectors), dtype=np.float64)
+    except (BufferError, TypeError):  # not a contiguous array: the general path
+        return np.array(vectors, dtype=np.float64).reshape(shape)
+    if out.size != 3 * len(vectors):
+        return np.array(vectors, dtype=np.float64).reshape(shape)
+    return out.reshape(shape)  # read-only (bytes), as the caller freezes every array anyway
+
+
+def _pack_targets(cands: Candidates, b: int, e: int):
+    """Target arrays of B candidates of E targets: position, direction, up (B, E, 3)
+    float64 and has_direction, has_up (B, E) bool. Free axes get unit placeholders
+    (+X, +Y) that keep the unconstrained residual parts finite."""
+    flat = [t for candidate in cands for t in candidate] if e > 1 else [c[0] for c in cands]
+    directions = [t.direction_world for t in flat]
+    ups = [t.up_world for t in flat]
+    has_direction = np.array([d is not None for d in directions]).reshape(b, e)
+    has_up = np.array([u is not None for u in ups]).reshape(b, e)
+    if not has_direction.all():
+        directions = [_UNIT_X if d is None else d for d in directions]
+    if not has_up.all():
+        ups = [_UNIT_Y if u is None else u for u in ups]
+    return (_stack3([t.position_world for t in flat], (b, e, 3)), _stack3(directions, (b, e, 3)),
+            _stack3(ups, (b, e, 3)), has_direction, has_up)
+
+
 def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu",
                   root_world_xform=None, settings: Optional[SolverSettings] = None,
                   joint_bounds=None) -> IKProblem:
@@ -261,14 +309,7 @@ def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, devic
     q_initial = _check_initial_state(robot, active, lower, upper)
 
     b, e = len(cands), len(cands[0])
-    flat = [t for candidate in cands for t in candidate]
-    position = np.array([t.position_world for t in flat]).reshape(b, e, 3)
-    # unit placeholders (+X, +Y) keep the unconstrained parts finite
-    direction = np.array([_UNIT_X if t.direction_world is None else t.direction_world
-                          for t in flat]).reshape(b, e, 3)
-    up = np.array([_UNIT_Y if t.up_world is None else t.up_world for t in flat]).reshape(b, e, 3)
-    has_direction = np.array([t.direction_world is not None for t in flat]).reshape(b, e)
-    has_up = np.array([t.up_world is not None for t in flat]).reshape(b, e)
+    position, direction, up, has_direction, has_up = _pack_targets(cands, b, e)
     first = cands[0]
     arrays = dict(
         active=active, q_initial=q_initial,

@@ -11,6 +11,8 @@ from direction_up_ik import (CandidateStructureError, DirectionUpTarget, InputTy
                              robo_solve_ik_direction_up_multi_batch as solve)
 from direction_up_ik.core import result as res
 from direction_up_ik.core import problem as problem_module
+from direction_up_ik.core.problem import build_problem
+from direction_up_ik.core.settings import solver_settings
 
 from helpers import mid_range, random_in_limits, targets_at
 
@@ -317,6 +319,42 @@ def test_both_candidate_checks_accept_the_same_requests(dual_arm):
         assert checked == tuple(tuple(c) for c in cands)
         assert all(type(c) is tuple for c in checked)
         assert (problem_module._common_candidates(dual_arm, cands) is not None) == common
+    # one end effector per candidate (the one-pass check's own loop)
+    for cands, common in [(((a,), (a,)), True), ([[a], (a,)], True), ([(a,), (twin,)], False),
+                          ([(a,), (a, b)], False), ([(b,), (a,)], False),
+                          ([(a,), (_SubTarget(0, (0.3, 0.2, 1.0), (1, 0, 0), (0, 0, 1)),)], False)]:
+        assert (problem_module._common_candidates(dual_arm, cands) is not None) == common, cands
+        if common:
+            assert problem_module._common_candidates(dual_arm, cands) == tuple(tuple(c) for c in cands)
+    assert problem_module._common_candidates(dual_arm, ((a,),)) is not None
+
+
+def test_packed_target_arrays_are_those_of_the_targets(dual_arm):
+    """build_problem's target arrays hold every target's vectors in candidate-major order,
+    with the unit placeholders (+X, +Y) and False flags where an axis is free; the byte-join
+    stacking gives what np.array gives, and falls back to it for non-contiguous vectors."""
+    rng = np.random.default_rng(5)
+    cands = []
+    for i in range(7):
+        d, u = rng.standard_normal(3), rng.standard_normal(3)
+        cands.append((DirectionUpTarget(0, rng.standard_normal(3), d, u),
+                      DirectionUpTarget(1, rng.standard_normal(3), d if i % 3 else None,
+                                        u if i % 3 == 1 else None)))
+    problem = build_problem(dual_arm, cands, settings=solver_settings(max_position_error=0.5))
+    for b, candidate in enumerate(cands):
+        for e, t in enumerate(candidate):
+            assert np.array_equal(problem.target_position[b, e], t.position_world)
+            want_d = [1.0, 0.0, 0.0] if t.direction_world is None else t.direction_world
+            want_u = [0.0, 1.0, 0.0] if t.up_world is None else t.up_world
+            assert np.array_equal(problem.target_direction[b, e], want_d)
+            assert np.array_equal(problem.target_up[b, e], want_u)
+            assert problem.has_direction[b, e] == (t.direction_world is not None)
+            assert problem.has_up[b, e] == (t.up_world is not None)
+    assert problem.target_position.dtype == np.float64 and not problem.target_position.flags.writeable
+    grid = rng.standard_normal((4, 6))
+    strided = [grid[i, ::2] for i in range(4)]  # (3,) views, not contiguous
+    assert np.array_equal(problem_module._stack3(strided, (2, 2, 3)), grid[:, ::2].reshape(2, 2, 3))
+    assert np.array_equal(problem_module._stack3([(1, 2, 3)], (1, 1, 3)), [[[1.0, 2.0, 3.0]]])
 
 
 @pytest.mark.parametrize("make,error,pattern", [
