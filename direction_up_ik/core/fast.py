@@ -72,6 +72,7 @@ gives the same speed-up but a second, 40 s cold compile.)
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import types as pytypes
@@ -174,11 +175,16 @@ _Targets = namedtuple("_Targets", (
 #: ``active`` (A,) int64; ``lower``/``upper`` (A,) bounds of the active joints;
 #: ``q_initial`` (D,) the state the cost is measured from; ``analytic``: the
 #: exact Jacobian (:func:`jacobian_analytic`) instead of forward differences;
-#: ``stall_window`` (0 = off) and ``stall_ratio``: see ``SolverSettings.stall_window``.
+#: ``stall_window`` (0 = off) and ``stall_ratio``: see ``SolverSettings.stall_window``;
+#: ``fast_math``: the kernel's own sin/cos (:func:`own_sincos`) in FK and an L D L^T solve
+#: of the step (:func:`ldl_solve`) instead of libm's and LU with pivoting, the numbers of the
+#: numpy reference: set with ``jacobian="analytic"`` (the search's mode, whose answers
+#: differ from the spec's anyway); the spec's finite-difference mode keeps the reference's.
 _Config = namedtuple("_Config", (
     "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
     "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
-    "active", "lower", "upper", "q_initial", "analytic", "stall_window", "stall_ratio"))
+    "active", "lower", "upper", "q_initial", "analytic", "stall_window", "stall_ratio",
+    "fast_math"))
 
 #: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
 #: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
@@ -323,6 +329,43 @@ def mat_mul3(a, b, out):
     for i in range(3):
         for j in range(3):
             out[i, j] = a[i, 0] * b[0, j] + a[i, 1] * b[1, j] + a[i, 2] * b[2, j]
+
+
+# sin and cos of a joint angle without libm: glibc's sincos branches on the argument's
+# range (mispredicted for the varied angles of a batch) and took 12 % of a search's
+# kernel time. Cody-Waite reduction by pi/2 in three parts (fdlibm's: the first two have
+# 33 bits, so their products with the quadrant n are exact for |n| < 2^20, and the
+# reduced angle keeps its relative accuracy near the zeros of sin and cos), then Taylor
+# polynomials on |r| <= pi/4 whose first omitted terms are below 1e-17 relative.
+_TWO_OVER_PI = 6.36619772367581382433e-01
+_PIO2_1 = 1.57079632673412561417e+00
+_PIO2_2 = 6.07710050630396597660e-11
+_PIO2_2T = 2.02226624879595063154e-21
+_OWN_TRIG_RANGE = 100.0  # rad; larger (within 1.5 ulp up to here) or non-finite angles go to libm
+_SIN = tuple((-1.0) ** i / math.factorial(2 * i + 1) for i in range(1, 9))
+_COS = tuple((-1.0) ** i / math.factorial(2 * i) for i in range(1, 9))
+
+
+@jitable
+def own_sincos(x):
+    """(sin x, cos x) of a float within 1.5 ulp (|x| < 100; libm beyond), without branches on its range."""
+    if not abs(x) < _OWN_TRIG_RANGE:
+        return np.sin(x), np.cos(x)
+    n = np.rint(x * _TWO_OVER_PI)
+    r = ((x - n * _PIO2_1) - n * _PIO2_2) - n * _PIO2_2T
+    z = r * r
+    s1, s2, s3, s4, s5, s6, s7, s8 = _SIN
+    c1, c2, c3, c4, c5, c6, c7, c8 = _COS
+    s = r + r * z * (s1 + z * (s2 + z * (s3 + z * (s4 + z * (s5 + z * (s6 + z * (s7 + z * s8)))))))
+    c = 1.0 + z * (c1 + z * (c2 + z * (c3 + z * (c4 + z * (c5 + z * (c6 + z * (c7 + z * c8)))))))
+    quadrant = np.int64(n) & 3
+    sin_x = c if quadrant & 1 else s
+    cos_x = s if quadrant & 1 else c
+    if quadrant & 2:
+        sin_x = -sin_x
+    if (quadrant + 1) & 2:
+        cos_x = -cos_x
+    return sin_x, cos_x
 
 
 @jitable
@@ -496,13 +539,14 @@ def joint_value(m, q, k):
 
 
 @jitable(inline="always")
-def node_frames(m, q, node_rot, node_pos):
+def node_frames(m, q, node_rot, node_pos, own_trig):
     """World frames of the chain nodes ``m.chain`` at joint state ``q``.
 
     Args:
         m: _Model; q: (D,) float64 joint coordinates (rad / m).
         node_rot: (K, 3, 3) out, node_pos: (K, 3) out (world, metres); only the
             rows of ``m.chain`` are written.
+        own_trig: take cos/sin from :func:`own_sincos` instead of libm (``_Config.fast_math``).
     Same formulas as :meth:`RobotKinematics._node_frames`. A revolute joint's local
     rotation and its product with the parent's are spelled out in scalars (the same
     operations in the same order as a (3, 3) scratch and :func:`mat_mul3`, so the same
@@ -519,7 +563,10 @@ def node_frames(m, q, node_rot, node_pos):
             k = m.chain[at]
             if m.jtype[k] == _REVOLUTE:
                 value = joint_value(m, q, k)
-                cos_all[at], sin_all[at] = np.cos(value), np.sin(value)
+                if own_trig:
+                    sin_all[at], cos_all[at] = own_sincos(value)
+                else:
+                    cos_all[at], sin_all[at] = np.cos(value), np.sin(value)
     for at in range(n):
         k = m.chain[at]
         r_p, p_p = frame_of(m, m.parent[k], node_rot, node_pos)
@@ -528,7 +575,10 @@ def node_frames(m, q, node_rot, node_pos):
                 c, s = cos_all[at], sin_all[at]
             else:
                 value = joint_value(m, q, k)
-                c, s = np.cos(value), np.sin(value)
+                if own_trig:
+                    s, c = own_sincos(value)
+                else:
+                    c, s = np.cos(value), np.sin(value)
             o, r_o, r_x = m.rot_outer[k], m.rot[k], m.rot_cross[k]
             l00 = o[0, 0] + c * (r_o[0, 0] - o[0, 0]) + s * r_x[0, 0]
             l01 = o[0, 1] + c * (r_o[0, 1] - o[0, 1]) + s * r_x[0, 1]
@@ -611,13 +661,14 @@ def slot_residual(rot, pos, tg, b, e, w_pos, w_rot, r, err):
 # 0.3 us per call; without it, making ``iterate``, which takes all five, a call instead
 # of inlining it still took 1.14-1.24 x the time of a 1000-target batch).
 @jitable
-def evaluate(m, tg, w_pos, w_rot, b, q, node_rot, node_pos, tcp_rot, tcp_pos, r, err):
-    """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b.
+def evaluate(m, tg, w_pos, w_rot, own_trig, b, q, node_rot, node_pos, tcp_rot, tcp_pos, r, err):
+    """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b
+    (``own_trig``: FK with :func:`own_sincos`, see :func:`node_frames`).
 
     Leaves the node frames (``node_rot``, ``node_pos``) and TCP poses (``tcp_rot``,
     ``tcp_pos``) of ``q`` in those arrays (candidate b's rows of _Work).
     """
-    node_frames(m, q, node_rot, node_pos)
+    node_frames(m, q, node_rot, node_pos, own_trig)
     tcp_poses(m, node_rot, node_pos, tcp_rot, tcp_pos)
     for e in range(tcp_rot.shape[0]):
         slot_residual(tcp_rot[e], vec3(tcp_pos[e]), tg, b, e, w_pos, w_rot, r, err)
@@ -634,7 +685,7 @@ evaluate_inlined = jitable(inline="always")(pytypes.FunctionType(
 @jitable(inline="always")
 def evaluate_row(m, tg, cfg, b, w, q, wk, r, err):
     """:func:`evaluate` of candidate b with row w of ``wk`` (inlined: unpacks in the caller)."""
-    evaluate(m, tg, cfg.w_pos, cfg.w_rot, b, q, wk.node_rot[w], wk.node_pos[w], wk.tcp_rot[w],
+    evaluate(m, tg, cfg.w_pos, cfg.w_rot, cfg.fast_math, b, q, wk.node_rot[w], wk.node_pos[w], wk.tcp_rot[w],
              wk.tcp_pos[w], r, err)
 
 
@@ -924,8 +975,53 @@ def lu_solve(a, x):
 
 
 @jitable
+def ldl_solve(a, x):
+    """Solve ``a @ y = x`` in place for a symmetric ``a`` (n, n) by a = L D L^T without
+    pivoting (L unit lower, below the diagonal of ``a``; D on it), ``x`` (n,) becomes y.
+    Returns False when a pivot is not positive (``a`` not numerically positive definite;
+    ``a`` and ``x`` are then partly overwritten). Reads only the lower triangle."""
+    n = a.shape[0]
+    for j in range(n):
+        d = a[j, j]
+        for k in range(j):
+            d -= a[j, k] * a[j, k] * a[k, k]
+        if not d > 0.0:
+            return False
+        a[j, j] = d
+        inv = 1.0 / d
+        for i in range(j + 1, n):
+            t = a[i, j]
+            for k in range(j):
+                t -= a[i, k] * a[j, k] * a[k, k]
+            a[i, j] = t * inv
+    for i in range(n):
+        t = x[i]
+        for k in range(i):
+            t -= a[i, k] * x[k]
+        x[i] = t
+    for i in range(n - 1, -1, -1):
+        t = x[i] / a[i, i]
+        for k in range(i + 1, n):
+            t -= a[k, i] * x[k]
+        x[i] = t
+    return True
+
+
+@jitable
+def clamped_matrix(h, fixed, matrix):
+    """``h`` (A, A) with the rows and columns of the ``fixed`` joints replaced by those of
+    the identity, into ``matrix``."""
+    a = h.shape[0]
+    for i in range(a):
+        for j in range(a):
+            matrix[i, j] = h[i, j] if not fixed[i] and not fixed[j] else 0.0
+        if fixed[i]:
+            matrix[i, i] = 1.0
+
+
+@jitable
 def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
-                     value, fixed, scratch):
+                     value, fixed, scratch, ldl):
     """Damped least-squares step inside the joint bounds, norm-capped (spec 5.3).
 
     Solves (J^T J + damping I) dq = -J^T r; joints whose step leaves
@@ -939,6 +1035,8 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
         jac: (A, 9E) transposed Jacobian; r: (9E,); q: (D,) current state.
         h (A, A), g (A,), matrix (A, A), rhs (A,), value (A,), fixed (A,) bool,
         scratch (>= A,): work arrays. step: (A,) out, rad / m.
+        ldl: solve each system by :func:`ldl_solve` (``_Config.fast_math``; 0.7 x the
+            time of LU for 6 joints), by LU where that meets a non-positive pivot.
     Returns:
         False when a system is exactly singular (step undefined).
     """
@@ -959,8 +1057,12 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
         g[i] = -total
     copy2(matrix, h)
     copy1(step, g)
-    if not lu_solve(matrix, step):
-        return False
+    if not (ldl and ldl_solve(matrix, step)):
+        if ldl:
+            copy2(matrix, h)
+            copy1(step, g)
+        if not lu_solve(matrix, step):
+            return False
     for i in range(a):
         fixed[i] = False
         value[i] = 0.0
@@ -979,19 +1081,21 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
         if not hit:
             break
         for i in range(a):
-            for j in range(a):
-                matrix[i, j] = h[i, j] if not fixed[i] and not fixed[j] else 0.0
             if fixed[i]:
-                matrix[i, i] = 1.0
                 rhs[i] = value[i]
             else:
                 total = 0.0
                 for j in range(a):
                     total += h[i, j] * value[j]
                 rhs[i] = g[i] - total
+        clamped_matrix(h, fixed, matrix)
         copy1(step, rhs)
-        if not lu_solve(matrix, step):
-            return False
+        if not (ldl and ldl_solve(matrix, step)):
+            if ldl:
+                clamped_matrix(h, fixed, matrix)
+                copy1(step, rhs)
+            if not lu_solve(matrix, step):
+                return False
     norm = np.sqrt(sum_of_squares(step, scratch))
     limit = max_step_norm / (norm if norm > 0.0 else 1.0)
     scale = 1.0 if limit >= 1.0 else limit  # np.minimum(1, limit), NaN propagates
@@ -1051,7 +1155,7 @@ def iterate(b, w, it, m, tg, cfg, st, wk):
     step, scratch = wk.step[w], wk.sq[w]
     if not limited_dls_step(cfg.damping, cfg.max_step_norm, cfg.active, cfg.lower, cfg.upper, jac, r, q,
                             wk.h[w], wk.g[w], step, wk.matrix[w], wk.rhs[w],
-                            wk.value[w], wk.fixed[w], scratch):
+                            wk.value[w], wk.fixed[w], scratch, cfg.fast_math):
         fail(st, b, it, _PHASE_SINGULAR)
         return
     if not all_finite(step):
@@ -1071,7 +1175,7 @@ def iterate(b, w, it, m, tg, cfg, st, wk):
                 d = cfg.active[i]
                 trial[d] = trial[d] + scale * step[i]
             to_float32_in_limits(trial, cfg.active, cfg.lower, cfg.upper)
-            evaluate_inlined(m, tg, cfg.w_pos, cfg.w_rot, b, trial, node_rot, node_pos, tcp_rot, tcp_pos,
+            evaluate_inlined(m, tg, cfg.w_pos, cfg.w_rot, cfg.fast_math, b, trial, node_rot, node_pos, tcp_rot, tcp_pos,
                              r_t, err_t)
             if not all_finite(r_t):
                 fail(st, b, it, _PHASE_RESIDUAL + si)
@@ -1670,6 +1774,7 @@ def _build_config(problem: IKProblem) -> _Config:
         upper=problem.upper[active].astype(np.float64, order="C"),
         q_initial=problem.q_initial.astype(np.float64, order="C"),
         analytic=problem.analytic_jacobian, stall_window=s.stall_window,
+        fast_math=s.jacobian == "analytic",
         step_scales=np.array(STEP_SCALES[:s.num_step_scales], dtype=np.float64), **_CONSTANTS)
 
 

@@ -1,7 +1,8 @@
 """The compiled (numba) backend against the numpy reference (``direction_up_ik.core.fast``).
 
 Both backends run the same algorithm; they differ only in rounding (numpy's
-3x3 products go through BLAS, its systems through LAPACK). On every robot below
+3x3 products go through BLAS, its systems through LAPACK; with the analytic Jacobian
+the kernel also takes its own sin/cos and an L D L^T solve). On every robot below
 and >= 200 random candidates (reachable and unreachable; full / axis / position
 modes; TCP-convention, default and custom local axes; random active subsets,
 bounds, roots and start states; tight and loose parameters) the test requires:
@@ -629,3 +630,81 @@ def test_the_solve_loop_is_compiled_without_numbas_runtime():
     options = fast.solve_rows.targetoptions
     assert options.get("_nrt") is False and options.get("nogil") is True
     assert fast.run_serial.targetoptions.get("nogil") is True
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18,
+                    reason="the reference sin/cos need an extended long double (x86-64)")
+def test_own_sincos_is_within_one_and_a_half_ulp():
+    """The kernel's sin/cos (``_Config.fast_math``) against extended-precision ones: within
+    1.5 ulp of the exact value on |x| < 100 rad, also next to the zeros of sin and cos
+    (multiples of pi/4), where a two-part reduction by pi/2 was off by 6e5 ulp; libm's
+    values beyond that range and for non-finite angles."""
+    @numba.njit
+    def kernel_sincos(x, s, c):
+        for i in range(x.shape[0]):
+            s[i], c[i] = fast.own_sincos(x[i])
+
+    rng = np.random.default_rng(3)
+    quarter = np.arange(-127, 128) * (np.pi / 4)
+    x = np.concatenate([rng.uniform(-2 * np.pi, 2 * np.pi, 200_000), rng.uniform(-100, 100, 100_000),
+                        quarter, np.nextafter(quarter, np.inf), [0.0, -0.0, 1e-300, -5e-324]])
+    s, c = np.empty_like(x), np.empty_like(x)
+    kernel_sincos(x, s, c)
+    exact = x.astype(np.longdouble)
+    for mine, ref in ((s, np.sin(exact)), (c, np.cos(exact))):
+        ulps = np.abs(mine.astype(np.longdouble) - ref) / np.spacing(np.abs(ref.astype(np.float64)))
+        assert float(ulps.max()) <= 1.5, x[np.argmax(ulps)]
+    far = np.array([100.0, -1234.5, 1e7, np.inf, -np.inf, np.nan])
+    s, c = np.empty_like(far), np.empty_like(far)
+    kernel_sincos(far, s, c)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(s, np.sin(far))
+        np.testing.assert_array_equal(c, np.cos(far))
+
+
+def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_definite():
+    """The step's L D L^T solve (``_Config.fast_math``) gives numpy's solution of damped
+    normal equations to rounding; an indefinite matrix makes it return False, and the
+    limited DLS step then still solves by LU, with the same step as the LU-only step."""
+    @numba.njit
+    def kernel_ldl(a, x):
+        return fast.ldl_solve(a, x)
+
+    @numba.njit
+    def kernel_step(jac, r, q, lower, upper, ldl, step, fixed, damping):
+        a = jac.shape[0]
+        return fast.limited_dls_step(damping, 1.5, np.arange(a), lower, upper, jac, r, q, np.empty((a, a)),
+                                     np.empty(a), step, np.empty((a, a)), np.empty(a), np.empty(a), fixed,
+                                     np.empty(max(a, r.shape[0])), ldl)
+
+    rng = np.random.default_rng(8)
+    clamped = 0
+    for trial in range(300):
+        a = (6, 7, 14)[trial % 3]
+        jac = rng.standard_normal((a, 9 * (1 + a // 14))) * rng.uniform(0.01, 3.0)
+        r = rng.standard_normal(jac.shape[1]) * rng.uniform(1e-3, 1.0)
+        h = jac @ jac.T + 1e-3 * np.eye(a)
+        g = -(jac @ r)
+        # every 4th system made indefinite (a negative "damping" between two eigenvalues):
+        # L D L^T declines it and the step falls back to LU
+        damping = 1e-3 if trial % 4 else -float(np.median(np.linalg.eigvalsh(jac @ jac.T)))
+        x = g.copy()
+        assert kernel_ldl(h.copy(), x)
+        np.testing.assert_allclose(x, np.linalg.solve(h, g), rtol=1e-9, atol=1e-9 * np.abs(x).max())
+        q = rng.uniform(-1.0, 1.0, a)
+        lower, upper = q - rng.uniform(0.05, 2.0, a), q + rng.uniform(0.05, 2.0, a)
+        steps, fixes = [], []
+        if damping < 0.0:
+            assert not kernel_ldl(jac @ jac.T + damping * np.eye(a), g.copy())
+        for ldl in (True, False):
+            step, fixed = np.empty(a), np.zeros(a, dtype=np.bool_)
+            assert kernel_step(jac, r, q, lower, upper, ldl, step, fixed, damping)
+            steps.append(step)
+            fixes.append(fixed.copy())
+        np.testing.assert_array_equal(fixes[0], fixes[1])
+        np.testing.assert_allclose(steps[0], steps[1], rtol=1e-8, atol=1e-12)
+        clamped += bool(fixes[0].any())
+    assert 30 < clamped < 270  # both the plain solve and the clamped re-solves ran
+    indefinite = np.array([[1.0, 2.0], [2.0, 1.0]])
+    assert not kernel_ldl(indefinite.copy(), np.ones(2))
+    assert kernel_ldl(np.array([[4.0, 2.0], [2.0, 3.0]]), np.ones(2))
