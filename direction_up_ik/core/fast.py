@@ -177,9 +177,9 @@ _Targets = namedtuple("_Targets", (
 #: exact Jacobian (:func:`jacobian_analytic`) instead of forward differences;
 #: ``stall_window`` (0 = off) and ``stall_ratio``: see ``SolverSettings.stall_window``;
 #: ``fast_math``: the kernel's own sin/cos (:func:`own_sincos`) in FK and an L D L^T solve
-#: of the step (:func:`ldl_solve`) instead of libm's and LU with pivoting, the numbers of the
-#: numpy reference: set with ``jacobian="analytic"`` (the search's mode, whose answers
-#: differ from the spec's anyway); the spec's finite-difference mode keeps the reference's.
+#: of the step (:func:`ldl_solve`) instead of libm's and pivoted LU (whose numbers the numpy
+#: reference's follow): set with ``jacobian="analytic"`` (the search's mode, whose answers
+#: differ from the spec's anyway); the spec's finite-difference mode keeps libm and LU.
 _Config = namedtuple("_Config", (
     "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
     "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
