@@ -110,31 +110,17 @@ def _common_candidates(robot: RobotKinematics, candidates) -> Optional[Candidate
         return None
     n = len(slots)
     all_tuples = True
-    if n == 1:  # one end effector: the same checks without the inner loop (0.6 x the time)
-        ((ee, local_direction, local_up),) = slots
+    for candidate in candidates:
+        kind = type(candidate)
+        if (kind is not tuple and kind is not list) or len(candidate) != n:
+            return None
+        all_tuples = all_tuples and kind is tuple
+    for e, (ee, local_direction, local_up) in enumerate(slots):  # slot by slot: no per-target zip
         for candidate in candidates:
-            kind = type(candidate)
-            if kind is not tuple:
-                if kind is not list:
-                    return None
-                all_tuples = False
-            if len(candidate) != 1:
-                return None
-            target = candidate[0]
+            target = candidate[e]
             if type(target) is not DirectionUpTarget or target.ee_id != ee \
                     or target.local_direction is not local_direction or target.local_up is not local_up:
                 return None
-    else:
-        for candidate in candidates:
-            kind = type(candidate)
-            if (kind is not tuple and kind is not list) or len(candidate) != n:
-                return None
-            all_tuples = all_tuples and kind is tuple
-            for target, (ee, local_direction, local_up) in zip(candidate, slots):
-                if type(target) is not DirectionUpTarget or target.ee_id != ee \
-                        or target.local_direction is not local_direction \
-                        or target.local_up is not local_up:
-                    return None
     if all_tuples:
         return candidates if type(candidates) is tuple else tuple(candidates)
     return tuple(c if type(c) is tuple else tuple(c) for c in candidates)
@@ -270,7 +256,7 @@ def _pack_targets(cands: Candidates, b: int, e: int):
     """Target arrays of B candidates of E targets: position, direction, up (B, E, 3)
     float64 and has_direction, has_up (B, E) bool. Free axes get unit placeholders
     (+X, +Y) that keep the unconstrained residual parts finite."""
-    flat = [t for candidate in cands for t in candidate] if e > 1 else [c[0] for c in cands]
+    flat = [t for candidate in cands for t in candidate]
     directions = [t.direction_world for t in flat]
     ups = [t.up_world for t in flat]
     has_direction = np.array([d is not None for d in directions]).reshape(b, e)

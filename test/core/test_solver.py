@@ -319,7 +319,7 @@ def test_both_candidate_checks_accept_the_same_requests(dual_arm):
         assert checked == tuple(tuple(c) for c in cands)
         assert all(type(c) is tuple for c in checked)
         assert (problem_module._common_candidates(dual_arm, cands) is not None) == common
-    # one end effector per candidate (the one-pass check's own loop)
+    # one end effector per candidate
     for cands, common in [(((a,), (a,)), True), ([[a], (a,)], True), ([(a,), (twin,)], False),
                           ([(a,), (a, b)], False), ([(b,), (a,)], False),
                           ([(a,), (_SubTarget(0, (0.3, 0.2, 1.0), (1, 0, 0), (0, 0, 1)),)], False)]:
