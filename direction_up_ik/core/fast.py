@@ -1009,14 +1009,38 @@ def ldl_solve(a, x):
 
 @jitable
 def clamped_matrix(h, fixed, matrix):
-    """``h`` (A, A) with the rows and columns of the ``fixed`` joints replaced by those of
-    the identity, into ``matrix``."""
+    """``h`` (A, A) with the rows and columns of the ``fixed`` joints (A,) bool replaced by
+    those of the identity, into ``matrix``."""
     a = h.shape[0]
     for i in range(a):
         for j in range(a):
             matrix[i, j] = h[i, j] if not fixed[i] and not fixed[j] else 0.0
         if fixed[i]:
             matrix[i, i] = 1.0
+
+
+@jitable(inline="always")
+def system_matrix(h, fixed, clamped, matrix):
+    """``matrix`` = ``h``, or its :func:`clamped_matrix` when ``clamped`` (some joint fixed)."""
+    if clamped:
+        clamped_matrix(h, fixed, matrix)
+    else:
+        copy2(matrix, h)
+
+
+@jitable(inline="always")
+def clamped_solve(ldl, h, fixed, clamped, rhs, matrix, x):
+    """x (A,) = M^-1 rhs for M = :func:`system_matrix` (built in ``matrix``, scratch): by
+    :func:`ldl_solve` when ``ldl``, by :func:`lu_solve` otherwise or where L D L^T meets a
+    non-positive pivot. Returns False when LU meets an exactly singular M."""
+    system_matrix(h, fixed, clamped, matrix)
+    copy1(x, rhs)
+    if ldl:
+        if ldl_solve(matrix, x):
+            return True
+        system_matrix(h, fixed, clamped, matrix)
+        copy1(x, rhs)
+    return lu_solve(matrix, x)
 
 
 @jitable
@@ -1055,17 +1079,11 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
         for k in range(n):
             total += jac[i, k] * r[k]
         g[i] = -total
-    copy2(matrix, h)
-    copy1(step, g)
-    if not (ldl and ldl_solve(matrix, step)):
-        if ldl:
-            copy2(matrix, h)
-            copy1(step, g)
-        if not lu_solve(matrix, step):
-            return False
     for i in range(a):
         fixed[i] = False
         value[i] = 0.0
+    if not clamped_solve(ldl, h, fixed, False, g, matrix, step):
+        return False
     for _ in range(a):
         hit = False
         for i in range(a):
@@ -1088,14 +1106,8 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
                 for j in range(a):
                     total += h[i, j] * value[j]
                 rhs[i] = g[i] - total
-        clamped_matrix(h, fixed, matrix)
-        copy1(step, rhs)
-        if not (ldl and ldl_solve(matrix, step)):
-            if ldl:
-                clamped_matrix(h, fixed, matrix)
-                copy1(step, rhs)
-            if not lu_solve(matrix, step):
-                return False
+        if not clamped_solve(ldl, h, fixed, True, rhs, matrix, step):
+            return False
     norm = np.sqrt(sum_of_squares(step, scratch))
     limit = max_step_norm / (norm if norm > 0.0 else 1.0)
     scale = 1.0 if limit >= 1.0 else limit  # np.minimum(1, limit), NaN propagates
