@@ -94,7 +94,7 @@ from .errors import NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem
 from .result import IKBatchResult
-from .settings import FD_EPSILON, MIN_STEP_NORM, STALL_RATIO, STEP_SCALES
+from .settings import FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES
 
 __all__ = ["PARALLEL_MIN_CANDIDATES", "executor", "nearest_ranks", "solve", "supports", "warm_up",
            "worker_threads"]
@@ -176,6 +176,8 @@ _Targets = namedtuple("_Targets", (
 #: ``q_initial`` (D,) the state the cost is measured from; ``analytic``: the
 #: exact Jacobian (:func:`jacobian_analytic`) instead of forward differences;
 #: ``stall_window`` (0 = off) and ``stall_ratio``: see ``SolverSettings.stall_window``;
+#: ``residual_damping`` (``damping_mode="residual"``) and ``damping_floor``: see
+#: :func:`step_damping`;
 #: ``fast_math``: the kernel's own sin/cos (:func:`own_sincos`) in FK and an L D L^T solve
 #: of the step (:func:`ldl_solve`) instead of libm's and pivoted LU (whose numbers the numpy
 #: reference's follow): set with ``jacobian="analytic"`` (the search's mode, whose answers
@@ -184,7 +186,7 @@ _Config = namedtuple("_Config", (
     "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
     "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
     "active", "lower", "upper", "q_initial", "analytic", "stall_window", "stall_ratio",
-    "fast_math"))
+    "fast_math", "residual_damping", "damping_floor"))
 
 #: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
 #: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
@@ -1165,7 +1167,8 @@ def iterate(b, w, it, m, tg, cfg, st, wk):
         fail(st, b, it, _PHASE_JACOBIAN)
         return
     step, scratch = wk.step[w], wk.sq[w]
-    if not limited_dls_step(cfg.damping, cfg.max_step_norm, cfg.active, cfg.lower, cfg.upper, jac, r, q,
+    damping = step_damping(cfg.residual_damping, cfg.damping, cfg.damping_floor, st.ssr[b])
+    if not limited_dls_step(damping, cfg.max_step_norm, cfg.active, cfg.lower, cfg.upper, jac, r, q,
                             wk.h[w], wk.g[w], step, wk.matrix[w], wk.rhs[w],
                             wk.value[w], wk.fixed[w], scratch, cfg.fast_math):
         fail(st, b, it, _PHASE_SINGULAR)
@@ -1214,6 +1217,16 @@ def iterate(b, w, it, m, tg, cfg, st, wk):
         st.done[b] = True
     elif cfg.stall_window > 0 and not st.done[b]:
         stall_test(b, cfg, st, wk.ssr_history[w])
+
+
+@jitable
+def step_damping(residual, damping, floor, ssr):
+    """The damping of a step from a state of weighted sum of squared residuals ``ssr``:
+    ``damping``, or when ``residual`` (``SolverSettings.damping_mode="residual"``)
+    min(damping, max(ssr, floor)); the reference's ``_Solver.damping``."""
+    if residual:
+        return min(damping, max(ssr, floor))
+    return damping
 
 
 @jitable(inline="always")
@@ -1786,7 +1799,8 @@ def _build_config(problem: IKProblem) -> _Config:
         upper=problem.upper[active].astype(np.float64, order="C"),
         q_initial=problem.q_initial.astype(np.float64, order="C"),
         analytic=problem.analytic_jacobian, stall_window=s.stall_window,
-        fast_math=s.jacobian == "analytic",
+        fast_math=s.jacobian == "analytic", residual_damping=s.damping_mode == "residual",
+        damping_floor=RESIDUAL_DAMPING_FLOOR * s.damping,
         step_scales=np.array(STEP_SCALES[:s.num_step_scales], dtype=np.float64), **_CONSTANTS)
 
 

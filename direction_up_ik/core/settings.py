@@ -25,6 +25,14 @@ MIN_STEP_NORM = 1e-8
 #: Values of ``SolverSettings.jacobian``: the spec's forward differences (spec 5.3,
 #: the default) or the exact derivative of the same residuals (beyond the spec).
 JACOBIANS = ("finite_difference", "analytic")
+#: Values of ``SolverSettings.damping_mode``: the spec's constant damping (spec 5.3, the
+#: default) or damping that fades with the residual (beyond the spec).
+DAMPING_MODES = ("constant", "residual")
+#: ``damping_mode="residual"``: a step's damping is at least this fraction of ``damping``
+#: (keeps J^T J + damping I positive definite at a singular pose with a near-zero residual).
+RESIDUAL_DAMPING_FLOOR = 1e-6
+#: String settings and their values.
+_CHOICES = {"jacobian": JACOBIANS, "damping_mode": DAMPING_MODES}
 
 
 def is_real(value) -> bool:
@@ -82,6 +90,15 @@ class SolverSettings:
             1/128) a step tries before it is not acceptable: 8 (the spec, 5.4) or
             fewer, 1 .. 8 (then the smallest scale is 1/2^(n-1)). The multi-seed search
             defaults to 4 (``SEARCH_NUM_STEP_SCALES``: down to 1/8).
+        damping_mode: "constant" (spec 5.3: every step adds ``damping``) or "residual":
+            a step adds min(damping, E), E the candidate's weighted sum of squared
+            residuals (at least ``RESIDUAL_DAMPING_FLOOR`` x damping), the
+            Levenberg-Marquardt damping that fades with the residual (Yamashita and
+            Fukushima, 2001). Far from the target (E >= damping) the steps are the
+            spec's; close to it, a near-singular pose no longer creeps towards the
+            tolerance by a few per cent a step (constant damping shrinks the step
+            along a singular value s by s^2 / (s^2 + damping)). The multi-seed search
+            defaults to "residual" (``SEARCH_DAMPING_MODE``).
     """
 
     max_position_error: float
@@ -95,15 +112,17 @@ class SolverSettings:
     jacobian: str = "finite_difference"
     stall_window: int = 0
     num_step_scales: int = len(STEP_SCALES)
+    damping_mode: str = "constant"
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name == "jacobian":
+            if field.name in _CHOICES:
+                choices = list(_CHOICES[field.name])
                 if not isinstance(value, str):
-                    raise InputTypeError("jacobian", f"must be one of {list(JACOBIANS)}, got {value!r}")
-                if value not in JACOBIANS:
-                    raise InputValidationError("jacobian", f"must be one of {list(JACOBIANS)}, got {value!r}")
+                    raise InputTypeError(field.name, f"must be one of {choices}, got {value!r}")
+                if value not in choices:
+                    raise InputValidationError(field.name, f"must be one of {choices}, got {value!r}")
                 continue
             if field.name in _INTEGERS:
                 least, most = _INTEGERS[field.name]

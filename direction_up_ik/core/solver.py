@@ -37,7 +37,7 @@ from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
 from .rotations import align_vector, align_vector_derivative, axis_error, axis_error_derivative
-from .settings import FD_EPSILON, MIN_STEP_NORM, STALL_RATIO, STEP_SCALES, solver_settings
+from .settings import FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES, solver_settings
 
 
 def robo_solve_ik_direction_up_multi_batch(
@@ -46,7 +46,7 @@ def robo_solve_ik_direction_up_multi_batch(
         position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
         rotation_weight: float = 1.0, damping: float = 1e-3,
         max_step_norm: float = 0.25, jacobian: str = "finite_difference", stall_window: int = 0,
-        num_step_scales: int = 8, backend: str = "auto") -> IKBatchResult:
+        num_step_scales: int = 8, damping_mode: str = "constant", backend: str = "auto") -> IKBatchResult:
     """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
 
     Args:
@@ -63,7 +63,8 @@ def robo_solve_ik_direction_up_multi_batch(
         rotation_weight, damping, max_step_norm (rad/m), jacobian
             ("finite_difference", the spec's, or "analytic"), stall_window (0, the
             spec's stopping rules, or an opt-in "no progress" stop), num_step_scales
-            (8, the spec's step scales down to 1/128, or fewer): see
+            (8, the spec's step scales down to 1/128, or fewer), damping_mode
+            ("constant", the spec's, or "residual"): see
             :class:`~direction_up_ik.core.settings.SolverSettings`.
         backend: "numpy", "numba" or "auto"; see :func:`solve_problem`.
     Returns:
@@ -77,7 +78,7 @@ def robo_solve_ik_direction_up_multi_batch(
         max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
         frame_tol_rad=frame_tol_rad, position_weight=position_weight,
         rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
-        stall_window=stall_window, num_step_scales=num_step_scales)
+        stall_window=stall_window, num_step_scales=num_step_scales, damping_mode=damping_mode)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
     return solve_problem(problem, backend=backend)
 
@@ -317,17 +318,28 @@ class _Solver:
         out[..., a] = v
         return out
 
-    def limited_dls_step(self, jac_t: np.ndarray, r: np.ndarray, q_act: np.ndarray) -> np.ndarray:
+    def damping(self, ssr: np.ndarray):
+        """The damping of each step: ``settings.damping``, or with ``damping_mode="residual"``
+        (n,) min(damping, ssr) (at least RESIDUAL_DAMPING_FLOOR x damping) per candidate of
+        weighted sum of squared residuals ``ssr`` (n,)."""
+        d = self.s.damping
+        if self.s.damping_mode == "constant":
+            return d
+        return np.minimum(d, np.maximum(ssr, RESIDUAL_DAMPING_FLOOR * d))[:, None, None]
+
+    def limited_dls_step(self, jac_t: np.ndarray, r: np.ndarray, q_act: np.ndarray,
+                         ssr: np.ndarray) -> np.ndarray:
         """Damped least-squares step kept inside the joint limits, norm-capped.
 
         Args:
-            jac_t: (n, A, 9E) transposed Jacobians; r: (n, 9E); q_act: (n, A).
+            jac_t: (n, A, 9E) transposed Jacobians; r: (n, 9E); q_act: (n, A);
+            ssr: (n,) the weighted sums of squared residuals (for :meth:`damping`).
         Returns:
             (n, A) joint steps.
         """
         n, a = q_act.shape
         eye = np.eye(a)
-        h = jac_t @ np.swapaxes(jac_t, 1, 2) + self.s.damping * eye
+        h = jac_t @ np.swapaxes(jac_t, 1, 2) + self.damping(ssr) * eye
         g = -np.einsum("naj,nj->na", jac_t, r)
         lo = self.lower[self.active] - q_act
         hi = self.upper[self.active] - q_act
@@ -417,7 +429,7 @@ class _Solver:
             ql, rl = q[live], r[live]
             jac_t = self.jacobian(ql, rl, live)
             self.check_finite(jac_t, live, "Jacobian")
-            step = self.limited_dls_step(jac_t, rl, ql[:, self.active])
+            step = self.limited_dls_step(jac_t, rl, ql[:, self.active], ssr[live])
             self.check_finite(step, live, "joint step")
 
             tiny = np.linalg.norm(step, axis=-1) < MIN_STEP_NORM

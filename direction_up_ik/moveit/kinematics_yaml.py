@@ -21,6 +21,8 @@ Per planning group, MoveIt's keys::
                                    # in 4 steps), else 0 (spec)
         num_step_scales: 4         # default 4 with num_seeds > 0 (search: step scales 1 .. 1/8), else 8
                                    # (spec: 1 .. 1/128)
+        damping_mode: residual     # default residual with num_seeds > 0 (search: min(damping, weighted
+                                   # squared residual)), else constant (spec)
         max_iters: 32
         num_seeds: 4               # starts per round of seeds; 0 = the spec's single solve
         selection: least_motion    # or limit_center
@@ -52,7 +54,7 @@ MOVEIT_KEYS = ("kinematics_solver", "kinematics_solver_search_resolution", "kine
 OWN_KEY = "direction_up_ik"
 _SETTINGS_KEYS = ("position_tol", "frame_tol_rad", "max_position_error", "position_weight",
                   "rotation_weight", "damping", "max_step_norm", "max_iters", "jacobian", "stall_window",
-                  "num_step_scales")
+                  "num_step_scales", "damping_mode")
 _OWN_KEYS = _SETTINGS_KEYS + ("num_seeds", "selection", "random_seed", "mode", "local_axes", "base_frame",
                               "tip_frames")
 DEFAULT_TIMEOUT = 0.005

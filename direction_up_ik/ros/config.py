@@ -30,8 +30,8 @@ from typing import Any, Mapping, Optional, Tuple
 import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import (SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES, SEARCH_STALL_WINDOW,
-                           SELECTIONS)
+from ..core.search import (SEARCH_DAMPING_MODE, SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES,
+                           SEARCH_STALL_WINDOW, SELECTIONS)
 from ..core.settings import STEP_SCALES, SolverSettings
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
@@ -131,6 +131,10 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "1/4, ... the search's local solves try before a step is not acceptable; 8 = the "
                   "spec's (down to 1/128, which the single start always uses)", min_value=1,
                   max_value=len(STEP_SCALES)),
+    ParameterSpec("search.damping_mode", "string", SEARCH_DAMPING_MODE, "damping of the search's local "
+                  "solves: residual (min(solver.damping, the weighted squared residual): fast near "
+                  "singular poses) or constant (solver.damping, the spec's, which the single start "
+                  "always uses)"),
     ParameterSpec("search.time_budget", "double", 0.0, "seconds per request for the search; 0 = none "
                   "(then search.max_rounds rounds)", min_value=0.0, max_value=3600.0),
     ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds after the solve from the current "
@@ -380,12 +384,13 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
     solver = solver_settings_from_values(values)
     # The search's local solves: solver.* with search.max_step_norm / jacobian / stall_window /
-    # num_step_scales, checked by SolverSettings' own rules (errors name the search.* parameter).
+    # num_step_scales / damping_mode, checked by SolverSettings' own rules (errors name the search.* parameter).
     try:
         search_solver = solver.replace(max_step_norm=_number(values, "search.max_step_norm", "double"),
                                        jacobian=get("search.jacobian"),
                                        stall_window=_number(values, "search.stall_window", "integer"),
-                                       num_step_scales=_number(values, "search.num_step_scales", "integer"))
+                                       num_step_scales=_number(values, "search.num_step_scales", "integer"),
+                                       damping_mode=get("search.damping_mode"))
     except InputValidationError as exc:
         raise ConfigError(f"search.{exc.field}", exc.rule) from None
     _check_range("search.max_step_norm", search_solver.max_step_norm)

@@ -99,15 +99,15 @@ def make_robot(name: str) -> RobotKinematics:
 
 ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso", "mimic_arm", "gantry")
 
-#: Parameter sets: spec defaults, tight, loose with the stall stop and 3 step scales (keywords of
-#: SolverSettings).
+#: Parameter sets: spec defaults, tight, loose with the stall stop, 3 step scales and the damping
+#: that fades with the residual (keywords of SolverSettings).
 PARAMS = (
     dict(max_position_error=0.03),
     dict(max_position_error=0.005, max_iters=12, position_tol=2e-4, frame_tol_rad=2e-3,
          damping=1e-6, max_step_norm=0.05, position_weight=3.0, rotation_weight=0.5),
     dict(max_position_error=0.5, max_iters=64, position_tol=1e-2, frame_tol_rad=5e-2,
          damping=0.1, max_step_norm=1.0, position_weight=0.7, rotation_weight=2.0, stall_window=3,
-         num_step_scales=3),
+         num_step_scales=3, damping_mode="residual"),
 )
 LOCAL_AXES = ("tcp", "default", "custom")
 CUSTOM_LOCAL = (np.array([0.0, 0.6, 0.8]), np.array([1.0, 0.0, 0.0]))

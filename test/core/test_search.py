@@ -43,7 +43,7 @@ def test_num_seeds_zero_is_the_spec_solve(panda, far_targets):
     spec = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE)
     found = robo_search_ik_direction_up(panda, far_targets, num_seeds=0, max_position_error=MPE,
                                         max_step_norm=0.25, jacobian="finite_difference", stall_window=0,
-                                        num_step_scales=8)
+                                        num_step_scales=8, damping_mode="constant")
     np.testing.assert_array_equal(found.result.joint_q, spec.joint_q)
     np.testing.assert_array_equal(found.result.success, spec.success)
     assert found.rounds == 1 and np.all(found.starts == 1)
@@ -51,9 +51,10 @@ def test_num_seeds_zero_is_the_spec_solve(panda, far_targets):
 
 def test_round_zero_is_the_current_state_alone_with_the_search_settings(panda, far_targets):
     # Round 0 solves each candidate from the current state only (with the search's
-    # default step cap, Jacobian, stall stop and step scales); seeds are spent only on the candidates
-    # it did not solve.
-    assert dict(SEARCH_SETTINGS) == dict(max_step_norm=1.5, jacobian="analytic", stall_window=4, num_step_scales=4)
+    # default step cap, Jacobian, stall stop, step scales and damping); seeds are spent only on the
+    # candidates it did not solve.
+    assert dict(SEARCH_SETTINGS) == dict(max_step_norm=1.5, jacobian="analytic", stall_window=4, num_step_scales=4,
+                                         damping_mode="residual")
     local = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE, **SEARCH_SETTINGS)
     found = robo_search_ik_direction_up(panda, far_targets, num_seeds=5, max_rounds=2, max_position_error=MPE)
     solved = local.success == 1

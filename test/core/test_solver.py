@@ -383,6 +383,9 @@ def test_packed_target_arrays_are_those_of_the_targets(dual_arm):
     (lambda r, c: dict(num_step_scales=0), InputValidationError, r"num_step_scales: must be an integer in \[1, 8\], got 0"),
     (lambda r, c: dict(num_step_scales=9), InputValidationError, r"num_step_scales: must be an integer in \[1, 8\], got 9"),
     (lambda r, c: dict(num_step_scales=4.0), InputTypeError, r"num_step_scales: must be an integer in \[1, 8\]"),
+    (lambda r, c: dict(damping_mode="adaptive"), InputValidationError,
+     r"damping_mode: must be one of \['constant', 'residual'\], got 'adaptive'"),
+    (lambda r, c: dict(damping_mode=None), InputTypeError, r"damping_mode: must be one of \['constant', 'residual'\]"),
     (lambda r, c: dict(position_tol=0.0), InputValidationError, "position_tol: must be a finite positive"),
     (lambda r, c: dict(frame_tol_rad=-1e-3), InputValidationError, "frame_tol_rad: must be a finite positive"),
     (lambda r, c: dict(damping=np.nan), InputValidationError, "damping: must be a finite positive"),
@@ -484,6 +487,57 @@ def test_fewer_step_scales_stop_where_a_smaller_scale_was_needed(panda, backend)
             np.testing.assert_array_equal(few.joint_q[c], full.joint_q[c])
             assert few.stop_reason[c] == full.stop_reason[c] and few.iterations[c] == full.iterations[c]
     assert cut >= 3
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_residual_damping_is_each_step_with_damping_min_of_damping_and_the_residual(panda, backend):
+    # Beyond the spec, opt-in (the search's default): damping_mode="residual" damps each step
+    # by min(damping, max(E, 1e-6 damping)), E the weighted sum of squared residuals of the
+    # state it starts from. Step k + 1 of such a solve is the constant-damping step with that
+    # damping, taken from the state after k steps; far from the target (E >= damping) it is the
+    # spec's own step.
+    candidates, kwargs = _panda_at_random_targets(panda, backend)
+    start = panda.joint_q.copy()
+    residual = dict(kwargs, damping_mode="residual")
+    faded = far = 0
+    for k in range(8):
+        before = _first_steps(panda, candidates, k, residual)
+        after = _first_steps(panda, candidates, k + 1, residual)
+        energy = _ssr(before)
+        for c in np.flatnonzero(after.iterations > before.iterations):
+            panda.joint_q[:] = before.joint_q[c]
+            damping = min(1e-3, max(float(energy[c]), 1e-9))
+            one = solve(panda, [candidates[c]], max_iters=1, damping=damping, **kwargs)
+            np.testing.assert_allclose(one.joint_q[0], after.joint_q[c], rtol=0, atol=1e-6)
+            if damping < 1e-3:
+                faded += 1
+            else:
+                spec_step = solve(panda, [candidates[c]], max_iters=1, **kwargs)
+                np.testing.assert_array_equal(spec_step.joint_q[0], after.joint_q[c])
+                far += 1
+            panda.joint_q[:] = start
+    assert faded >= 20 and far >= 100
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_residual_damping_converges_near_a_singular_pose_where_constant_damping_creeps(backend):
+    # The planar arm nearly stretched (0.499 of its 0.5 m reach: elbow 0.13 rad from the
+    # singular straight pose) and a 1 um tolerance: constant damping shrinks the step along the
+    # small singular value by s^2 / (s^2 + damping) and uses up its 32 iterations a few um away;
+    # the fading damping converges within 8.
+    if backend == "numba":
+        pytest.importorskip("numba", reason="the compiled backend needs numba (requirements/core.txt)")
+    robot = _line_robot()
+    target = DirectionUpTarget(0, (0.499 * np.cos(0.3), 0.499 * np.sin(0.3), 0.0), None, None)
+    for q0 in ((0.0, 0.3), (0.5, 0.6), (-0.4, 1.0)):
+        robot.joint_q[:] = q0
+        robot.update_fk()
+        kwargs = dict(max_position_error=MPE, max_step_norm=1.0, jacobian="analytic", position_tol=1e-6,
+                      backend=backend)
+        constant = solve(robot, [(target,)], **kwargs)
+        residual = solve(robot, [(target,)], damping_mode="residual", **kwargs)
+        assert constant.stop_reason[0] == res.STOP_MAX_ITERS and 1e-6 < constant.position_error[0, 0] < 1e-4
+        assert residual.stop_reason[0] == res.STOP_CONVERGED and residual.iterations[0] <= 8
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])

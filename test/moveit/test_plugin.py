@@ -147,6 +147,7 @@ def test_kinematics_yaml_examples_load_for_every_bundled_robot():
     ("arm: {direction_up_ik: {jacobian: exact}}", "arm.direction_up_ik.jacobian: must be one of"),
     ("arm: {direction_up_ik: {jacobian: 1}}", "arm.direction_up_ik.jacobian: must be one of"),
     ("arm: {direction_up_ik: {stall_window: -1}}", "arm.direction_up_ik.stall_window: must be an integer >= 0"),
+    ("arm: {direction_up_ik: {damping_mode: adaptive}}", "arm.direction_up_ik.damping_mode: must be one of"),
     ("arm: {direction_up_ik: {mode: position}}", "arm.direction_up_ik.mode: must be one of"),
     ("arm: {direction_up_ik: {bogus: 1}}", r"arm.direction_up_ik: unknown keys \['bogus'\]"),
     ("arm: [1, 2]", "arm: expected a mapping"),
@@ -235,24 +236,28 @@ def test_bridge_error_codes(change, code):
 
 
 def test_kinematics_yaml_step_cap_and_jacobian_defaults_follow_the_search():
-    """Groups that search default to the search's step cap, Jacobian, stall stop and step scales;
-    num_seeds 0 keeps the spec's 0.25, finite differences, no stall stop and 8 scales; explicit keys win."""
+    """Groups that search default to the search's step cap, Jacobian, stall stop, step scales and
+    damping; num_seeds 0 keeps the spec's 0.25, finite differences, no stall stop, 8 scales and
+    constant damping; explicit keys win."""
     groups = load_kinematics_yaml("searching: {}\n"
                                   "spec: {direction_up_ik: {num_seeds: 0}}\n"
                                   "explicit: {direction_up_ik: {max_step_norm: 0.5, jacobian: finite_difference, "
-                                  "stall_window: 0, num_step_scales: 2}}\n")
+                                  "stall_window: 0, num_step_scales: 2, damping_mode: constant}}\n")
     assert groups["searching"].num_seeds > 0 and groups["searching"].settings.max_step_norm == 1.5
     assert groups["searching"].settings.jacobian == "analytic"
     assert groups["searching"].settings.stall_window == 4
     assert groups["searching"].settings.num_step_scales == 4
+    assert groups["searching"].settings.damping_mode == "residual"
     assert groups["spec"].settings.max_step_norm == 0.25
     assert groups["spec"].settings.jacobian == "finite_difference"
     assert groups["spec"].settings.stall_window == 0
     assert groups["spec"].settings.num_step_scales == 8
+    assert groups["spec"].settings.damping_mode == "constant"
     assert groups["explicit"].settings.max_step_norm == 0.5
     assert groups["explicit"].settings.jacobian == "finite_difference"
     assert groups["explicit"].settings.stall_window == 0
     assert groups["explicit"].settings.num_step_scales == 2
+    assert groups["explicit"].settings.damping_mode == "constant"
 
 
 def test_initialize_builds_the_seed_library_and_searches_reuse_it(monkeypatch):

@@ -21,7 +21,8 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.parameter import Parameter  # noqa: E402
 
 from direction_up_ik import robo_solve_ik_direction_up_multi_batch  # noqa: E402
-from direction_up_ik.core.search import SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES, SEARCH_STALL_WINDOW  # noqa: E402
+from direction_up_ik.core.search import (SEARCH_DAMPING_MODE, SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES,  # noqa: E402
+                                         SEARCH_STALL_WINDOW)
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
@@ -463,8 +464,9 @@ def _panda_and_a_reachable_goal(ros):
 def test_search_uses_its_own_step_cap(ros):
     """search.max_step_norm caps the search's local solves; overrides.max_step_norm wins."""
     node, _, _, solve = _panda_and_a_reachable_goal(ros)
-    # The spec's Jacobian for the search too, so that only the step caps differ here.
+    # The spec's Jacobian and damping for the search too, so that only the step caps differ here.
     assert node.set_param("search.jacobian", "finite_difference").successful
+    assert node.set_param("search.damping_mode", "constant").successful
     spec = solve()  # no search: solver.max_step_norm (0.25)
     searched = solve(num_seeds=4)  # round 0 succeeds, with search.max_step_norm (1.5)
     assert searched.iterations < spec.iterations
@@ -488,13 +490,13 @@ def test_search_jacobian_parameter(ros):
         return np.array(result.joint_positions)
 
     def local(jacobian, max_step_norm=SEARCH_MAX_STEP_NORM, stall_window=SEARCH_STALL_WINDOW,
-              num_step_scales=SEARCH_NUM_STEP_SCALES):
+              num_step_scales=SEARCH_NUM_STEP_SCALES, damping_mode=SEARCH_DAMPING_MODE):
         """The core's solve of the same target from the same state."""
         model.joint_q[:] = node.start
         return robo_solve_ik_direction_up_multi_batch(model, (targets_at(model, goal),), max_position_error=0.03,
                                                       max_step_norm=max_step_norm, jacobian=jacobian,
-                                                      stall_window=stall_window,
-                                                      num_step_scales=num_step_scales).joint_q[0]
+                                                      stall_window=stall_window, num_step_scales=num_step_scales,
+                                                      damping_mode=damping_mode).joint_q[0]
 
     assert node.get_params("search.jacobian") == ["analytic"]
     assert node.get_params("search.stall_window") == [SEARCH_STALL_WINDOW]
@@ -502,8 +504,8 @@ def test_search_jacobian_parameter(ros):
     assert not np.allclose(analytic, fd, rtol=0, atol=1e-6)  # the two Jacobians take different paths
     # round 0 of the search (from the current state) solves it
     np.testing.assert_allclose(solve(num_seeds=4), analytic, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(solve(), local("finite_difference", 0.25, stall_window=0, num_step_scales=8),
-                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(solve(), local("finite_difference", 0.25, stall_window=0, num_step_scales=8,
+                                              damping_mode="constant"), rtol=0, atol=1e-6)
     assert node.set_param("search.jacobian", "finite_difference").successful
     np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)
     for bad in ("exact", "", "Analytic"):
@@ -525,6 +527,16 @@ def test_search_jacobian_parameter(ros):
     for bad in (0, 9, 2.5):
         assert not node.set_param("search.num_step_scales", bad).successful
     assert node.get_params("search.num_step_scales") == [8]
+    # search.damping_mode: live, validated ("constant" = the spec's damping).
+    assert node.get_params("search.damping_mode") == [SEARCH_DAMPING_MODE] == ["residual"]
+    spec_damped = local("finite_difference", stall_window=0, num_step_scales=8, damping_mode="constant")
+    assert not np.allclose(spec_damped, local("finite_difference", stall_window=0, num_step_scales=8),
+                           rtol=0, atol=1e-6)  # the two dampings take different paths
+    assert node.set_param("search.damping_mode", "constant").successful
+    np.testing.assert_allclose(solve(num_seeds=4), spec_damped, rtol=0, atol=1e-6)
+    for bad in ("adaptive", "", "Residual", 1):
+        assert not node.set_param("search.damping_mode", bad).successful
+    assert node.get_params("search.damping_mode") == ["constant"]
 
 
 def test_moveit_bridge_configuration(ros, ros_context):
@@ -559,6 +571,7 @@ def test_moveit_bridge_configuration(ros, ros_context):
     ("search.jacobian", "exact", ["search.jacobian", "finite_difference", "analytic"]),
     ("search.stall_window", -1, ["search.stall_window"]),
     ("search.num_step_scales", 9, ["search.num_step_scales"]),
+    ("search.damping_mode", "adaptive", ["search.damping_mode", "constant", "residual"]),
     ("command.time_from_start", -1.0, ["command.time_from_start"]),
     ("limits.max_candidates", 0, ["limits.max_candidates"]),
     ("active_joints", ["nope"], ["active_joints", "nope"]),
