@@ -71,11 +71,14 @@ SEEDINGS = ("nearest", "random")
 SEARCH_MAX_STEP_NORM = 1.5
 
 #: Default ``num_step_scales`` of the search's local solves (the spec's single solve tries
-#: all 8 step scales, 1 .. 1/128): 4 (1 .. 1/8). A solve ends with a step that no scale
-#: makes acceptable; that last iteration evaluates every scale, and a step that 1/8 of
+#: all 8 step scales, 1 .. 1/128): 3 (1 .. 1/4). A solve ends with a step that no scale
+#: makes acceptable; that last iteration evaluates every scale, and a step that 1/4 of
 #: it cannot improve rarely needs 1/128 of it (the seeds take over). Success and joint
-#: motion were the same on the benchmark's targets; time: see SEARCH_MAX_STEP_NORM.
-SEARCH_NUM_STEP_SCALES = 4
+#: motion were the same on the benchmark's targets; time: see SEARCH_MAX_STEP_NORM (4
+#: scales there), and 3 scales with a stall window of 3 instead of 4 and 4 took 0.92-0.99 x
+#: the CPU time of 1000-target batches (ur5, panda, dual arm, both starts, 15 alternations in
+#: one process, with the fading damping), every target solved, median motion within 0.5 %.
+SEARCH_NUM_STEP_SCALES = 3
 
 #: Default ``jacobian`` of the search's local solves (the spec's single solve uses
 #: "finite_difference"). The exact derivative takes about 0.34 instead of 0.85 us per
@@ -84,11 +87,12 @@ SEARCH_NUM_STEP_SCALES = 4
 SEARCH_JACOBIAN = "analytic"
 
 #: Default ``stall_window`` of the search's local solves (the spec's single solve has
-#: none): a local solve whose residual fell by less than 5 % over its last 4 steps stops
-#: and leaves the rest to other seeds. On the 1000-target benchmark batches that took
-#: 3-23 % less time with the same success and joint motion (A/B in one process); of
-#: the solves from the current state it stopped, 0-4 in 1000 would have converged later.
-SEARCH_STALL_WINDOW = 4
+#: none): a local solve whose residual fell by less than 5 % over its last 3 steps stops
+#: and leaves the rest to other seeds. On the 1000-target benchmark batches a window of 4
+#: took 3-23 % less time than none with the same success and joint motion (A/B in one
+#: process; of the solves from the current state it stopped, 0-4 in 1000 would have
+#: converged later); 3: see SEARCH_NUM_STEP_SCALES.
+SEARCH_STALL_WINDOW = 3
 
 #: Default ``damping_mode`` of the search's local solves (the spec's single solve uses
 #: "constant"): "residual", damping min(1e-3, E) with E the weighted squared residual. Near
@@ -629,10 +633,10 @@ def robo_search_ik_direction_up(
             :data:`SEARCH_MAX_STEP_NORM` (1.5; pass 0.25 for the spec's solve in round 0).
         jacobian: of every local solve, default :data:`SEARCH_JACOBIAN` ("analytic");
             "finite_difference" is the spec's (see ``SolverSettings.jacobian``).
-        stall_window: of every local solve, default :data:`SEARCH_STALL_WINDOW` (4);
+        stall_window: of every local solve, default :data:`SEARCH_STALL_WINDOW` (3);
             0 = the spec's stopping rules only (see ``SolverSettings.stall_window``).
         num_step_scales: of every local solve, default :data:`SEARCH_NUM_STEP_SCALES`
-            (4: step scales 1 .. 1/8); 8 = the spec's (see ``SolverSettings.num_step_scales``).
+            (3: step scales 1 .. 1/4); 8 = the spec's (see ``SolverSettings.num_step_scales``).
         damping_mode: of every local solve, default :data:`SEARCH_DAMPING_MODE`
             ("residual"); "constant" is the spec's (see ``SolverSettings.damping_mode``).
         **settings: max_iters, position_tol, frame_tol_rad, position_weight,

@@ -85,11 +85,11 @@ class SolverSettings:
             also stops, with reason "stalled", once its weighted sum of squared
             residuals after k >= w accepted steps is more than ``STALL_RATIO``
             (0.95) times the sum w steps before (less than 5 % progress in w
-            steps). The multi-seed search defaults to 4 (``SEARCH_STALL_WINDOW``).
+            steps). The multi-seed search defaults to 3 (``SEARCH_STALL_WINDOW``).
         num_step_scales: how many of the step scales ``STEP_SCALES`` (1, 1/2, ...,
             1/128) a step tries before it is not acceptable: 8 (the spec, 5.4) or
             fewer, 1 .. 8 (then the smallest scale is 1/2^(n-1)). The multi-seed search
-            defaults to 4 (``SEARCH_NUM_STEP_SCALES``: down to 1/8).
+            defaults to 3 (``SEARCH_NUM_STEP_SCALES``: down to 1/4).
         damping_mode: "constant" (spec 5.3: every step adds ``damping``) or "residual":
             a step adds min(damping, E), E the candidate's weighted sum of squared
             residuals (at least ``RESIDUAL_DAMPING_FLOOR`` x damping), the

@@ -17,9 +17,9 @@ Per planning group, MoveIt's keys::
         damping: 0.001
         max_step_norm: 1.5         # rad / m; default 1.5 with num_seeds > 0 (search), else 0.25 (spec)
         jacobian: analytic         # default analytic with num_seeds > 0 (search), else finite_difference (spec)
-        stall_window: 4            # default 4 with num_seeds > 0 (search: stop a solve making < 5 % progress
-                                   # in 4 steps), else 0 (spec)
-        num_step_scales: 4         # default 4 with num_seeds > 0 (search: step scales 1 .. 1/8), else 8
+        stall_window: 3            # default 3 with num_seeds > 0 (search: stop a solve making < 5 % progress
+                                   # in 3 steps), else 0 (spec)
+        num_step_scales: 3         # default 3 with num_seeds > 0 (search: step scales 1 .. 1/4), else 8
                                    # (spec: 1 .. 1/128)
         damping_mode: residual     # default residual with num_seeds > 0 (search: min(damping, weighted
                                    # squared residual)), else constant (spec)

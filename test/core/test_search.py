@@ -53,7 +53,7 @@ def test_round_zero_is_the_current_state_alone_with_the_search_settings(panda, f
     # Round 0 solves each candidate from the current state only (with the search's
     # default step cap, Jacobian, stall stop, step scales and damping); seeds are spent only on the
     # candidates it did not solve.
-    assert dict(SEARCH_SETTINGS) == dict(max_step_norm=1.5, jacobian="analytic", stall_window=4, num_step_scales=4,
+    assert dict(SEARCH_SETTINGS) == dict(max_step_norm=1.5, jacobian="analytic", stall_window=3, num_step_scales=3,
                                          damping_mode="residual")
     local = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE, **SEARCH_SETTINGS)
     found = robo_search_ik_direction_up(panda, far_targets, num_seeds=5, max_rounds=2, max_position_error=MPE)

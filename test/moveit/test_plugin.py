@@ -245,8 +245,8 @@ def test_kinematics_yaml_step_cap_and_jacobian_defaults_follow_the_search():
                                   "stall_window: 0, num_step_scales: 2, damping_mode: constant}}\n")
     assert groups["searching"].num_seeds > 0 and groups["searching"].settings.max_step_norm == 1.5
     assert groups["searching"].settings.jacobian == "analytic"
-    assert groups["searching"].settings.stall_window == 4
-    assert groups["searching"].settings.num_step_scales == 4
+    assert groups["searching"].settings.stall_window == 3
+    assert groups["searching"].settings.num_step_scales == 3
     assert groups["searching"].settings.damping_mode == "residual"
     assert groups["spec"].settings.max_step_norm == 0.25
     assert groups["spec"].settings.jacobian == "finite_difference"
