@@ -39,7 +39,7 @@ from direction_up_ik.core.solver import solve_problem  # noqa: E402
 from direction_up_ik.core.targets import full_pose_candidates  # noqa: E402
 from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 
-from helpers import mid_range, random_in_limits, relay_never_started  # noqa: E402
+from helpers import mid_range, random_in_limits, relay_never_started, targets_at  # noqa: E402
 
 _LIMIT = "effort='1' velocity='1'"
 
@@ -708,3 +708,30 @@ def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_def
     indefinite = np.array([[1.0, 2.0], [2.0, 1.0]])
     assert not kernel_ldl(indefinite.copy(), np.ones(2))
     assert kernel_ldl(np.array([[4.0, 2.0], [2.0, 3.0]]), np.ones(2))
+
+
+def test_step_damping_of_both_backends_is_min_of_damping_and_the_residual_with_a_floor():
+    """damping_mode="residual": the damping of a step is min(damping, max(E, 1e-6 damping)) in
+    the kernel (``fast.step_damping``) and the reference (``_Solver.damping``), the floor
+    included (it keeps J^T J + damping I positive definite where E is next to zero at a
+    singular pose); "constant" is the damping itself."""
+    from direction_up_ik.core.settings import RESIDUAL_DAMPING_FLOOR
+    from direction_up_ik.core.solver import _Solver
+
+    @numba.njit
+    def kernel(residual, damping, floor, ssr):
+        return fast.step_damping(residual, damping, floor, ssr)
+
+    robot = load_robot("panda_like")
+    ssr = np.array([0.0, 1e-30, 1e-12, 1e-9, 2.5e-7, 1e-5, 1e-3, 0.5, 40.0])
+    for damping in (1e-3, 0.1):
+        floor = RESIDUAL_DAMPING_FLOOR * damping
+        expected = np.minimum(damping, np.maximum(ssr, floor))
+        assert expected[0] == expected[2] == floor and expected[5] == 1e-5 and expected[-1] == damping
+        assert [kernel(True, damping, floor, e) for e in ssr] == expected.tolist()
+        assert [kernel(False, damping, floor, e) for e in ssr] == [damping] * len(ssr)
+        for mode, want in (("residual", expected), ("constant", np.full(len(ssr), damping))):
+            settings = SolverSettings(max_position_error=0.03, damping=damping, damping_mode=mode)
+            problem = build_problem(robot, [targets_at(robot, mid_range(robot))], None, "cpu", None, settings)
+            got = np.broadcast_to(_Solver(problem).damping(ssr), (len(ssr), 1, 1)).reshape(-1)
+            np.testing.assert_array_equal(got, want)
