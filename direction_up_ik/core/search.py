@@ -75,7 +75,7 @@ SEARCH_MAX_STEP_NORM = 1.5
 #: makes acceptable; that last iteration evaluates every scale, and a step that 1/4 of
 #: it cannot improve rarely needs 1/128 of it (the seeds take over). Success and joint
 #: motion were the same on the benchmark's targets; time: see SEARCH_MAX_STEP_NORM (4
-#: scales there), and 3 scales with a stall window of 3 instead of 4 and 4 took 0.92-0.99 x
+#: scales there), and 3 scales with a stall window of 3 instead of 4 and 4 took 0.94-0.98 x
 #: the CPU time of 1000-target batches (ur5, panda, dual arm, both starts, 15 alternations in
 #: one process, with the fading damping), every target solved, median motion within 0.5 %.
 SEARCH_NUM_STEP_SCALES = 3

@@ -319,9 +319,10 @@ class _Solver:
         return out
 
     def damping(self, ssr: np.ndarray):
-        """The damping of each step: ``settings.damping``, or with ``damping_mode="residual"``
-        (n,) min(damping, ssr) (at least RESIDUAL_DAMPING_FLOOR x damping) per candidate of
-        weighted sum of squared residuals ``ssr`` (n,)."""
+        """The damping of each step from states of weighted sums of squared residuals ``ssr``
+        (n,): the float ``settings.damping``, or with ``damping_mode="residual"`` (n, 1, 1)
+        min(damping, max(ssr, RESIDUAL_DAMPING_FLOOR x damping)), to add times the identity
+        to each J^T J (``fast.step_damping`` is the kernel's)."""
         d = self.s.damping
         if self.s.damping_mode == "constant":
             return d
