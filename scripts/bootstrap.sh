@@ -148,11 +148,10 @@ if [[ ! -f "$INIT" ]] || ! grep -q 'extend_path' "$INIT"; then
 fi
 
 # --- 6. compiled solver kernel -------------------------------------------------
-# numba compiles direction_up_ik/core/fast.py once (about 30 s) into its on-disk cache;
-# doing it here keeps that out of the first solve of a node or test. With the cache
-# this is a sub-second load.
+# numba compiles direction_up_ik/core/compiled/ once into its on-disk cache; doing it here
+# keeps that out of the first solve of a node or test. With the cache this is a sub-second load.
 if "$VPY" -c 'import numba' 2>/dev/null; then
-  "$VPY" -c 'from direction_up_ik.core import fast; print(f"[bootstrap] solver kernel ready in {fast.warm_up():.1f} s")'
+  "$VPY" -c 'from direction_up_ik.core import compiled; print(f"[bootstrap] solver kernel ready in {compiled.warm_up():.1f} s")'
 fi
 
 say "done in $((SECONDS - START)) s (venv: ${VENV#"$ROOT"/})"

@@ -6,6 +6,16 @@ import numpy as np
 
 from direction_up_ik import DirectionUpTarget
 from direction_up_ik.core.kinematics import mid_range, random_in_limits  # noqa: F401 (re-exported)
+from direction_up_ik.core.targets import full_pose_candidates
+
+#: (n, D) random in-limit joint states (the benchmarks' name for ``random_in_limits``).
+random_configurations = random_in_limits
+
+
+def reachable_candidates(robot, configurations: np.ndarray) -> list:
+    """One full-pose candidate (every EE, TCP convention) per configuration (n, D): the poses
+    the TCPs reach there, so every candidate is reachable."""
+    return full_pose_candidates(robot.tcp_transforms(configurations))
 
 
 def targets_at(robot, q: np.ndarray, ee_ids=None, tcp_convention: bool = True):

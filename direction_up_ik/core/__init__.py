@@ -9,19 +9,21 @@ from .errors import (CandidateStructureError, DirectionUpIKError, DirectionValid
                      InputTypeError, InputValidationError, JointLimitError,
                      LocalAxisConfigurationError, NumericalFailure, RobotModelError,
                      UnsupportedDeviceError)
+from .backend import solve_problem, warm_up_backend
+from .batch import robo_solve_ik_direction_up_multi_batch
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
 from .search import SearchResult, robo_search_ik_direction_up, search_problem, warm_up_search
-from .settings import SolverSettings
-from .solver import robo_solve_ik_direction_up_multi_batch, solve_problem
+from .settings import SearchSettings, SolverSettings
 from .targets import DirectionUpTarget
 
 __all__ = [
     "CandidateStructureError", "DirectionUpIKError", "DirectionUpTarget",
     "DirectionValidationError", "IKBatchResult", "IKProblem", "InputTypeError",
     "InputValidationError", "JointLimitError", "LocalAxisConfigurationError",
-    "NumericalFailure", "RobotKinematics", "RobotModelError", "SearchResult", "SolverSettings",
-    "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
-    "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem", "warm_up_search",
+    "NumericalFailure", "RobotKinematics", "RobotModelError", "SearchResult", "SearchSettings",
+    "SolverSettings", "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
+    "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem", "warm_up_backend",
+    "warm_up_search",
 ]

@@ -81,7 +81,7 @@ class KernelArrays(NamedTuple):
     E end effectors, D joint coordinates; metres and radians. What
     :meth:`RobotKinematics._node_frames` and
     :meth:`RobotKinematics.joint_perturbed_tcp_poses` compute from, for compiled
-    kernels (:mod:`direction_up_ik.core.fast`).
+    kernels (:mod:`direction_up_ik.core.compiled`).
 
     Attributes:
         node_parent: (K,) int64 parent node, -1 = the root link.

@@ -23,100 +23,39 @@ joint-limit centres.
 
 With the compiled backend, the library seeding and no ``accept`` callback (the usual
 call), the whole search runs in compiled code (:func:`_compiled_search`,
-``fast.search``): a call per chunk of candidates does round 0 and every round of seeds
+``compiled.search``): a call per chunk of candidates does round 0 and every round of seeds
 of its candidates, a big batch's chunks queued for the worker threads, with the same
 results as the rounds in Python (:func:`_search`, the reference, which runs every other
 search). Those split a big batch into one search per core
-(:data:`SPLIT_MIN_CANDIDATES`), with the same results. The default solver
-(:func:`~direction_up_ik.core.solver.robo_solve_ik_direction_up_multi_batch`)
+(:data:`SPLIT_MIN_CANDIDATES`), with the same results. The spec's solver
+(:func:`~direction_up_ik.core.batch.robo_solve_ik_direction_up_multi_batch`)
 is untouched by this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections import namedtuple
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Callable, Optional
 
 import numpy as np
 
-from .errors import InputTypeError, InputValidationError, NumericalFailure
+from .backend import batch_threads, compiled_backend, compiled_module, solve_problem
+from .errors import NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import STOP_SUPERSEDED, IKBatchResult
 from .seeds import LIBRARY_SIZE, library_for, pose_features, random_starts, start_bounds
-from .settings import as_float, is_real, solver_settings
-from .solver import batch_threads, compiled_backend, compiled_module, solve_problem
+from .settings import SEARCH_SOLVER_DEFAULTS, search_settings, solver_settings
 from .targets import full_pose_candidates
 
-SELECTIONS = ("least_motion", "limit_center")
-#: Where the rounds after round 0 start: "nearest" = the library states whose TCP poses
-#: are nearest the target (:mod:`.seeds`; round j takes distance ranks (j-1)K .. jK-1,
-#: then uniform random draws once the library is used up), "random" = uniform random
-#: draws in the start bounds from ``random_seed``'s generator.
-SEEDINGS = ("nearest", "random")
-
-#: Default ``max_step_norm`` of the search's local solves (the spec's single solve
-#: uses 0.25). On 1000 random reachable targets per bundled robot a single solve
-#: with 1.0 takes about half the iterations of one with 0.25 (panda 17.6 -> 8.1 from
-#: mid-range), succeeds as often or more (ur5 50 % -> 76 %, dual arm 69 % -> 84 %) and
-#: moves the joints as little (median cost within 5 %; ``python -m direction_up_ik.bench``).
-#: 1.5 (with :data:`SEARCH_NUM_STEP_SCALES`) took 0.84-0.97 x the time of 1.0 for one
-#: target and 0.88-0.95 x for a batch of 1000, with the same success (A/B in one process).
-SEARCH_MAX_STEP_NORM = 1.5
-
-#: Default ``num_step_scales`` of the search's local solves (the spec's single solve tries
-#: all 8 step scales, 1 .. 1/128): 3 (1 .. 1/4). A solve ends with a step that no scale
-#: makes acceptable; that last iteration evaluates every scale, and a step that 1/4 of
-#: it cannot improve rarely needs 1/128 of it (the seeds take over). Success and joint
-#: motion were the same on the benchmark's targets; time: see SEARCH_MAX_STEP_NORM (4
-#: scales there), and 3 scales with a stall window of 3 instead of 4 and 4 took 0.94-0.98 x
-#: the CPU time of 1000-target batches (ur5, panda, dual arm, both starts, 15 alternations in
-#: one process, with the fading damping), every target solved, median motion within 0.5 %.
-SEARCH_NUM_STEP_SCALES = 3
-
-#: Default ``jacobian`` of the search's local solves (the spec's single solve uses
-#: "finite_difference"). The exact derivative takes about 0.34 instead of 0.85 us per
-#: Jacobian (panda, 7 joints); a batched search of 1000 targets took 7-22 % less time
-#: with the same success (A/B in one process; ``python -m direction_up_ik.bench_peers``).
-SEARCH_JACOBIAN = "analytic"
-
-#: Default ``stall_window`` of the search's local solves (the spec's single solve has
-#: none): a local solve whose residual fell by less than 5 % over its last 3 steps stops
-#: and leaves the rest to other seeds. On the 1000-target benchmark batches a window of 4
-#: took 3-23 % less time than none with the same success and joint motion (A/B in one
-#: process; of the solves from the current state it stopped, 0-4 in 1000 would have
-#: converged later); 3: see SEARCH_NUM_STEP_SCALES.
-SEARCH_STALL_WINDOW = 3
-
-#: Default ``damping_mode`` of the search's local solves (the spec's single solve uses
-#: "constant"): "residual", damping min(1e-3, E) with E the weighted squared residual. Near
-#: a singular pose the spec's constant damping lets a solve creep towards the tolerance by
-#: a few per cent a step (a ur5 target: 1.8, 1.6, 1.5 ... 1.0 mm over eight steps, smallest
-#: singular value 0.007); with it, 1000-target batches took 0.85-0.91 x the CPU time (ur5,
-#: panda, both starts, A/B in one process), round 0 from the ur5's random start solved 581
-#: targets instead of 569 in 7843 instead of 8597 iterations, and every panda target was
-#: solved (999 of 1000 before) with the same median joint motion.
-SEARCH_DAMPING_MODE = "residual"
-
-#: The search's defaults for the solver settings of its local solves, by
-#: :class:`~direction_up_ik.core.settings.SolverSettings` field (the adapters' defaults too).
-SEARCH_SETTINGS = MappingProxyType(dict(max_step_norm=SEARCH_MAX_STEP_NORM, jacobian=SEARCH_JACOBIAN,
-                                        stall_window=SEARCH_STALL_WINDOW,
-                                        num_step_scales=SEARCH_NUM_STEP_SCALES,
-                                        damping_mode=SEARCH_DAMPING_MODE))
-
-#: A search of at least this many candidates runs as one search per thread of the compiled
-#: backend, each on a contiguous slice of the candidates with its kernel calls on that
-#: thread (:func:`search_problem`): the slices' Python and seed-ranking steps then overlap
-#: the other slices' solves, where one search over all leaves a core idle during them.
-#: 1000-target benchmark batches on 2 cores: 0.82-0.94 x the time (two quiet runs, A/B in
-#: one process), identical results.
+#: A search of at least this many candidates that cannot run whole in compiled code runs as
+#: one search per thread of the compiled backend, each on a contiguous slice of the
+#: candidates (:func:`search_problem`): the slices' Python and seed-ranking steps then
+#: overlap the other slices' solves. Results are the same.
 SPLIT_MIN_CANDIDATES = 128
 
 #: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
@@ -147,22 +86,6 @@ class SearchResult:
     timed_out: bool
 
 
-def _check_int(value, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputTypeError(field, f"must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise InputValidationError(field, f"must be an integer >= {minimum}, got {value}")
-    return int(value)
-
-
-def _positive_seconds(value) -> bool:
-    """True for a finite positive real number (bool excluded)."""
-    if not is_real(value):
-        return False
-    seconds = as_float(value)
-    return math.isfinite(seconds) and seconds > 0.0
-
-
 _thread_local = threading.local()
 
 
@@ -176,7 +99,7 @@ def _spare_generators() -> dict:
 
 def _take_generator(seed):
     """``(np.random.default_rng(seed), key)``; for an int seed, this thread's generator
-    of an earlier call reset to the seeded state (1 us instead of 8 us of seeding).
+    of an earlier call reset to the seeded state (cheaper than seeding a new one).
     Return it with :func:`_give_back`; one taken and not given back is simply dropped."""
     if type(seed) is not int:
         return np.random.default_rng(seed), None
@@ -252,23 +175,19 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
                    accept: Optional[AcceptFn] = None, seeding: str = "nearest") -> SearchResult:
     """Run the search on a built problem (see :func:`robo_search_ik_direction_up`).
 
-    The problem's settings are used as they are (build it with ``**SEARCH_SETTINGS`` for the
-    search's defaults).
+    The problem's settings are used as they are (build it with ``**SEARCH_SOLVER_DEFAULTS``
+    for the search's defaults). The options follow
+    :class:`~direction_up_ik.core.settings.SearchSettings`.
     A big batch may run as one search per core on slices of the candidates
     (:data:`SPLIT_MIN_CANDIDATES`, :func:`split_count`); each candidate's search is the
     same, so the results are too.
     """
-    num_seeds = _check_int(num_seeds, "num_seeds", 0)
-    min_successes = _check_int(min_successes, "min_successes", 1)
-    if max_rounds is not None:
-        max_rounds = _check_int(max_rounds, "max_rounds", 1)
-    if time_budget is not None and not _positive_seconds(time_budget):
-        raise InputValidationError("time_budget", f"must be None or a finite positive number of "
-                                                  f"seconds, got {time_budget!r}")
-    if selection not in SELECTIONS:
-        raise InputValidationError("selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
-    if seeding not in SEEDINGS:
-        raise InputValidationError("seeding", f"must be one of {list(SEEDINGS)}, got {seeding!r}")
+    options = search_settings(num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
+                              min_successes=min_successes, selection=selection, random_seed=random_seed,
+                              seeding=seeding)
+    num_seeds, time_budget, max_rounds = options.num_seeds, options.time_budget, options.max_rounds
+    min_successes, selection, seeding = options.min_successes, options.selection, options.seeding
+    random_seed = options.random_seed
     start_time = time.perf_counter()
     deadline = None if time_budget is None else start_time + float(time_budget)
     options = dict(num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
@@ -319,7 +238,7 @@ _Compiled = namedtuple("_Compiled", ("result", "rounds", "starts", "successes", 
 def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float],
                      max_rounds: Optional[int], min_successes: int, selection: str) -> Optional[_Compiled]:
     """The search of validated options with nearest seeding and no callback, as compiled
-    calls (``fast.search``): the same rounds as :func:`_search` with no Python between
+    calls (``compiled.search``): the same rounds as :func:`_search` with no Python between
     them, each candidate's seeds ranked by a scan of the library instead of the k-d tree
     (the same ranks), a big batch in chunks queued for the worker threads. None when it
     does not apply, and :func:`_search` runs: numba unavailable or off for this robot,
@@ -549,9 +468,9 @@ def _assemble(results, pick_round: np.ndarray, pick_row: np.ndarray, best_score)
 def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None, *, joint_bounds=None,
                    root_world_xform=None) -> float:
     """Build what a search of this set-up needs besides the compiled kernel, so that no
-    search pays it: the seed library (:mod:`.seeds`, 4-11 ms for the bundled robots), its
-    k-d tree and features for the candidates' slot layout (1.5-2.5 ms), at the robot's
-    current state, and load the compiled search (:func:`_compiled_search`).
+    search pays it: the seed library (:mod:`.seeds`), its k-d tree and features for the
+    candidates' slot layout, at the robot's current state, and load the compiled search
+    (:func:`_compiled_search`). A few milliseconds per set-up (docs/performance.md).
 
     Args:
         robot, active_dof_ids, joint_bounds, root_world_xform: as for the search.
@@ -564,7 +483,7 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
     start = time.perf_counter()
     if candidates is None:
         candidates = full_pose_candidates(robot.tcp_transforms(robot.joint_q[None]))
-    settings = solver_settings(max_position_error=1.0, **SEARCH_SETTINGS)
+    settings = solver_settings(max_position_error=1.0, **SEARCH_SOLVER_DEFAULTS)
     problem = build_problem(robot, candidates, active_dof_ids, "cpu", root_world_xform, settings,
                             joint_bounds=joint_bounds)
     library = library_for(problem)
@@ -572,9 +491,9 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
     library.nearest(problem, rows, 0, 1, method="tree")  # the batches' index
     library.nearest(problem, rows[:1], 0, 1)  # one target's (loads the compiled scan)
     module = compiled_backend(problem)
-    if module is not None and not module.run_search.signatures:
+    if module is not None and not module.search_loaded():
         # One round of seeds (min_successes 2 asks for it) loads the compiled search, whose
-        # first call in a process would take about 70 ms: a 5 ms time budget's worth and more.
+        # first call in a process would take more than a usual time budget.
         _compiled_search(problem, num_seeds=1, deadline=None, max_rounds=1, min_successes=2,
                          selection="least_motion")
     return time.perf_counter() - start
@@ -585,10 +504,12 @@ def robo_search_ik_direction_up(
         max_position_error: float, num_seeds: int = 4, time_budget: Optional[float] = None,
         max_rounds: Optional[int] = None, min_successes: int = 1, selection: str = "least_motion",
         random_seed: Optional[int] = 0, accept: Optional[AcceptFn] = None, seeding: str = "nearest",
-        joint_bounds=None,
-        root_world_xform=None, max_step_norm: float = SEARCH_MAX_STEP_NORM,
-        jacobian: str = SEARCH_JACOBIAN, stall_window: int = SEARCH_STALL_WINDOW,
-        num_step_scales: int = SEARCH_NUM_STEP_SCALES, damping_mode: str = SEARCH_DAMPING_MODE,
+        joint_bounds=None, root_world_xform=None,
+        max_step_norm: float = SEARCH_SOLVER_DEFAULTS["max_step_norm"],
+        jacobian: str = SEARCH_SOLVER_DEFAULTS["jacobian"],
+        stall_window: int = SEARCH_SOLVER_DEFAULTS["stall_window"],
+        num_step_scales: int = SEARCH_SOLVER_DEFAULTS["num_step_scales"],
+        damping_mode: str = SEARCH_SOLVER_DEFAULTS["damping_mode"],
         **settings) -> SearchResult:
     """Multi-seed search over the spec solver.
 
@@ -599,12 +520,9 @@ def robo_search_ik_direction_up(
             (which solves from the current state only); see ``seeding``. 0 = the
             current state only (the spec's solve when also given max_step_norm=0.25,
             jacobian="finite_difference", stall_window=0, num_step_scales=8,
-            damping_mode="constant"). A round's
-            seeds are tried one after another, so seeds after the needed successes cost
-            nothing but their ranking; for one target (5 ms budget, 400 targets per
-            bundled robot and start) 4 per round answered as fast as 2 or 8 (p95 with 2:
-            0.95-1.25 x, with 8: 0.97-1.06 x); for a big batch ``num_seeds=4,
-            max_rounds=5`` (``bench_peers``).
+            damping_mode="constant"). A round's seeds are tried one after another, so
+            seeds after the needed successes cost nothing but their ranking; for a big
+            batch ``num_seeds=4, max_rounds=5`` is the benchmark's setting.
         time_budget: seconds for the whole call, or None. No new round starts
             after it and running solves stop at it (at an iteration boundary);
             round 0 always runs.
@@ -617,28 +535,19 @@ def robo_search_ik_direction_up(
         selection: "least_motion" (spec cost) or "limit_center".
         random_seed: seed of the start generator (None = from the OS); with
             ``seeding="nearest"`` it only draws once the library is used up.
-        seeding: where the rounds after round 0 start, one of :data:`SEEDINGS`:
-            "nearest" (default) the states of a fixed library (:mod:`.seeds`) whose
-            TCP poses are nearest the target, "random" uniform random states. On
-            the 1000-target benchmark batches "nearest" took 0.74-0.90 x the time of
-            "random", succeeded as often or more and moved the joints less.
+        seeding: where the rounds after round 0 start: "nearest" (default) the states of
+            a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target,
+            "random" uniform random states (slower, see docs/performance.md).
         accept: optional callback rejecting solutions (MoveIt's solution callback).
         joint_bounds: optional (lower, upper) (D,) narrowing the limits for starts
             and solutions (MoveIt's consistency limits). The seed library is drawn in
-            the bounds, so each distinct pair builds its own (4-11 ms, the last
-            ``seeds.CACHE_PER_MODEL`` kept); bounds that change with every call (a box
-            around each call's seed) are better served by ``seeding="random"``, as the
-            MoveIt plugin does.
-        max_step_norm: step cap of every local solve, default
-            :data:`SEARCH_MAX_STEP_NORM` (1.5; pass 0.25 for the spec's solve in round 0).
-        jacobian: of every local solve, default :data:`SEARCH_JACOBIAN` ("analytic");
-            "finite_difference" is the spec's (see ``SolverSettings.jacobian``).
-        stall_window: of every local solve, default :data:`SEARCH_STALL_WINDOW` (3);
-            0 = the spec's stopping rules only (see ``SolverSettings.stall_window``).
-        num_step_scales: of every local solve, default :data:`SEARCH_NUM_STEP_SCALES`
-            (3: step scales 1 .. 1/4); 8 = the spec's (see ``SolverSettings.num_step_scales``).
-        damping_mode: of every local solve, default :data:`SEARCH_DAMPING_MODE`
-            ("residual"); "constant" is the spec's (see ``SolverSettings.damping_mode``).
+            the bounds, so each distinct pair builds its own (a few milliseconds, the
+            last ``seeds.CACHE_PER_MODEL`` kept); bounds that change with every call (a
+            box around each call's seed) are better served by ``seeding="random"``, as
+            the MoveIt plugin does.
+        max_step_norm, jacobian, stall_window, num_step_scales, damping_mode: settings of
+            every local solve, default ``settings.SEARCH_SOLVER_DEFAULTS`` (the spec's:
+            0.25, "finite_difference", 0, 8, "constant"; see ``SolverSettings``).
         **settings: max_iters, position_tol, frame_tol_rad, position_weight,
             rotation_weight, damping (spec defaults).
     """

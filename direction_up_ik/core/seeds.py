@@ -1,13 +1,12 @@
 """Start states of the multi-seed search: uniform random draws and a seed library.
 
-From a uniform random start, a local solve (search settings) reaches 36-60 % of
-the benchmark's random reachable targets (panda 36 %, ur5 60 %); from the nearest
-of 4096 library states by TCP pose, 72-78 %, converging in a median of 3-5
-iterations instead of about 9. The library samples ``LIBRARY_SIZE`` joint states
-uniformly in the bounds once, keeps their TCP poses and answers "the k-th
-nearest states to each target" over :func:`pose_features`: a compiled scan of the
-library for a few targets, a k-d tree for many (:meth:`SeedLibrary.nearest`); the
-compiled search (``fast.search``) scans in its kernel (:meth:`SeedLibrary.kernel_arrays`).
+A local solve from the library state whose TCP pose lies nearest the target succeeds
+far more often, in fewer iterations, than one from a uniform random state
+(docs/performance.md). The library samples ``LIBRARY_SIZE`` joint states uniformly in
+the bounds once, keeps their TCP poses and answers "the k-th nearest states to each
+target" over :func:`pose_features`: a compiled scan of the library for a few targets, a
+k-d tree for many (:meth:`SeedLibrary.nearest`); the compiled search
+(``compiled.search``) scans in its kernel (:meth:`SeedLibrary.kernel_arrays`).
 
 A library depends only on what its FK depends on: the model, the active joints,
 their bounds, the values of the inactive coordinates and the root transform. It
@@ -15,9 +14,8 @@ does not depend on the targets' end effectors or local axes (a tree per slot
 layout), nor on the current values of the active joints (continuous joints are
 drawn in [-pi, pi], and a seed's periodic joints are shifted by whole turns
 towards the current value, :meth:`SeedLibrary.seeds`). It is built on first use
-(library and first tree: 6-13 ms for the bundled robots, plus about 0.25 s to
-import ``scipy.spatial`` once; ``search.warm_up_search`` does it ahead) and cached
-per model (:func:`library_for`). It is drawn from its own fixed generator: its
+(milliseconds, plus the first ``scipy.spatial`` import; ``search.warm_up_search`` does
+it ahead) and cached per model (:func:`library_for`). It is drawn from its own fixed generator: its
 seeds are the same whatever the search's ``random_seed``.
 """
 
@@ -33,10 +31,10 @@ import numpy as np
 from .kinematics import NODE_REVOLUTE
 from .errors import InputValidationError
 from .problem import IKProblem
-from .solver import compiled_backend_allowed, compiled_module
+from .backend import compiled_backend_allowed, compiled_module
 
-#: Joint states per library (4096: building takes 4-11 ms; 1024 and 16384 solved
-#: the 1000-target benchmark batches in about the same iterations).
+#: Joint states per library (cheap to build; smaller and larger libraries solved the
+#: benchmark's batches in about the same iterations).
 LIBRARY_SIZE = 4096
 #: Metres per unit of TCP axis difference in the feature distance (a 0.3 m
 #: position offset weighs like axes about 1 rad apart).
@@ -45,8 +43,7 @@ AXIS_SCALE = 0.3
 CACHE_PER_MODEL = 4
 _LIBRARY_SEED = 0x5EED
 _TURN = 2.0 * np.pi
-#: Points per k-d tree leaf: 32 answered 900 nearest-2 queries 10-20 % faster than scipy's 16
-#: (3.6 / 4.2 / 19.9 ms for the panda / ur5 / dual arm; 64 was no faster on the ur5).
+#: Points per k-d tree leaf (faster queries than scipy's default 16).
 _LEAF_SIZE = 32
 
 
@@ -120,9 +117,9 @@ LEAF_POINTS = 64
 
 def leaf_layout(features: np.ndarray, leaf_points: int = LEAF_POINTS):
     """The points ``features`` (M, F) cut into leaves of at most ``leaf_points`` for the
-    compiled scan (``fast.nearest_into``): halved at the median of their widest feature
+    compiled scan (``compiled.seed_scan.nearest_into``): halved at the median of their widest feature
     (by range, the first of equal ranges; ties in the median by index) until small enough.
-    Returns ``fast._Leaves`` fields: (points_t (F, M) in leaf order, one feature per row,
+    Returns ``compiled.layout.Leaves`` fields: (points_t (F, M) in leaf order, one feature per row,
     index (M,) int64 their rows in ``features``, start (L + 1,) int64, lo_t and hi_t (F, L)
     each leaf's bounding box, one feature per row)."""
     m = len(features)
@@ -203,7 +200,7 @@ class SeedLibrary:
             return tuple(entry)
 
     def kernel_arrays(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray):
-        """What the compiled search (``fast.search``) reads of this library for the problem's
+        """What the compiled search (``compiled.search``) reads of this library for the problem's
         slot layout and one constraint pattern: (its features' :func:`leaf_layout` as a tuple,
         the states ``q`` (M, D) read-only, the periodic columns its seeds turn (P,) int64)."""
         _, leaves, _ = self._index(problem, np.asarray(has_direction), np.asarray(has_up), tree=False)
@@ -216,7 +213,7 @@ class SeedLibrary:
 
         Requires ``first + count <= len(self)``. Candidates with different
         constraint patterns (modes per slot) are compared on their own parts.
-        ``method``: "scan" (compiled brute force, :func:`~direction_up_ik.core.fast.nearest_ranks`;
+        ``method``: "scan" (compiled brute force, ``compiled.nearest_ranks``;
         needs numba), "tree" (the k-d tree) or "auto": with numba, a scan for at most
         ``SCAN_ROWS`` candidates of a constraint pattern or for more than ``TREE_MAX_FEATURES``
         feature dimensions, else the tree. Both rank exactly.
@@ -229,7 +226,7 @@ class SeedLibrary:
             return out
         scan = _scanner() if method != "tree" else None
         if method == "scan" and scan is None:
-            raise RuntimeError("nearest(method='scan') needs the compiled backend (numba)")
+            raise InputValidationError("method", "'scan' needs the compiled backend (numba)")
         has_direction, has_up = problem.has_direction[rows], problem.has_up[rows]
         if len(rows) == 1 or ((has_direction == has_direction[0]).all() and (has_up == has_up[0]).all()):
             groups = [(slice(None), has_direction[0], has_up[0])]  # the usual request: one pattern
@@ -260,8 +257,7 @@ class SeedLibrary:
 
         Each :func:`periodic_coordinates` joint is shifted by the whole turns that bring
         it nearest ``anchor`` (default the current state ``q_initial``) within its
-        bounds: the same TCP pose, less joint motion (for the ur5's +-2 pi joints the
-        median squared motion of seeded solutions fell from about 150 to 19-35 rad^2).
+        bounds: the same TCP pose, less joint motion.
         """
         out = self.q[self.nearest(problem, rows, first, count).reshape(-1)]
         c = self._periodic
@@ -273,21 +269,18 @@ class SeedLibrary:
         return out
 
 
-#: Queries of at most this many candidates scan the library (compiled brute force) instead of
-#: querying the k-d tree: one target's seeding took 75 us through the tree inside a search
-#: (cold caches; 15-20 us when repeated) and 8.5 us scanning (panda, ur5: 9 features); 500
-#: targets take 4-4.6 us each through the tree and 8 us scanning.
+#: Queries of at most this many candidates scan the library (compiled) instead of querying
+#: the k-d tree, which is faster only for many queries (docs/performance.md).
 SCAN_ROWS = 8
 #: Queries with more feature dimensions than this scan the library whatever their number: a
-#: k-d tree prunes little there (dual arm, 18 features: 22 us per query through the tree,
-#: 13 us scanning, for 500 targets).
+#: k-d tree prunes little there.
 TREE_MAX_FEATURES = 12
 #: Values of ``SeedLibrary.nearest``'s ``method``.
 NEAREST_METHODS = ("auto", "scan", "tree")
 
 
 def _scanner():
-    """The compiled scan (``fast.nearest_ranks``), or None without numba or with the numpy
+    """The compiled scan (``compiled.nearest_ranks``), or None without numba or with the numpy
     backend forced (``DIRECTION_UP_IK_BACKEND=numpy``): then the tree does all."""
     module = compiled_module() if compiled_backend_allowed() else None
     return None if module is None or isinstance(module, Exception) else module.nearest_ranks

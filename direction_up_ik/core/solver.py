@@ -1,4 +1,8 @@
-"""The batched Direction-Up damped-least-squares solver (spec sections 3 and 5).
+"""The numpy reference of the batched Direction-Up damped-least-squares solver (spec 3, 5).
+
+This is the executable reference of the algorithm: the compiled backend
+(:mod:`.compiled`) reproduces it operation by operation, and tests pin the two together
+(``docs/design.md``). :mod:`.backend` picks which of them runs a problem.
 
 One call iterates all B candidates together: FK of every candidate and of every
 finite-difference perturbation runs as one numpy batch; candidates that stop
@@ -25,148 +29,29 @@ returned ``joint_q``.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Optional
 
 import numpy as np
 
 from . import result as res
-from .errors import InputValidationError, NumericalFailure
-from .kinematics import RobotKinematics
-from .problem import IKProblem, build_problem
+from .errors import NumericalFailure
+from .problem import IKProblem
 from .result import IKBatchResult
 from .rotations import align_vector, align_vector_derivative, axis_error, axis_error_derivative
-from .settings import FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES, solver_settings
+from .settings import FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES
 
 
-def robo_solve_ik_direction_up_multi_batch(
-        robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu", *,
-        max_position_error: float, root_world_xform=None, max_iters: int = 32,
-        position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
-        rotation_weight: float = 1.0, damping: float = 1e-3,
-        max_step_norm: float = 0.25, jacobian: str = "finite_difference", stall_window: int = 0,
-        num_step_scales: int = 8, damping_mode: str = "constant", backend: str = "auto") -> IKBatchResult:
-    """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
-
-    Args:
-        robot: the model; only read (apply ``result.joint_q[result.best_index]``
-            to ``robot.joint_q`` yourself, then call ``robot.update_fk()``).
-        candidates: ``((t,),)`` one candidate with one target; ``((l, r),)`` one
-            candidate for two EEs; ``((lA, rA), (lB, rB))`` two candidates. All
-            candidates use the same EE count, EE order and local axes.
-        active_dof_ids: indices into ``joint_q`` the solver may move; None = all.
-        device: "cpu" only.
-        max_position_error: metres, position guard of spec 5.4 (required).
-        root_world_xform: (4, 4) root -> world; default ``robot.root_world_xform``.
-        max_iters, position_tol (m), frame_tol_rad (rad), position_weight,
-        rotation_weight, damping, max_step_norm (rad/m), jacobian
-            ("finite_difference", the spec's, or "analytic"), stall_window (0, the
-            spec's stopping rules, or an opt-in "no progress" stop), num_step_scales
-            (8, the spec's step scales down to 1/128, or fewer), damping_mode
-            ("constant", the spec's, or "residual"): see
-            :class:`~direction_up_ik.core.settings.SolverSettings`.
-        backend: "numpy", "numba" or "auto"; see :func:`solve_problem`.
-    Returns:
-        IKBatchResult (unreachable targets are ``success == 0``, not exceptions).
-    Raises:
-        InputValidationError / InputTypeError: any input rule broken.
-        JointLimitError: an active joint starts outside its limits.
-        NumericalFailure (a FloatingPointError): non-finite numbers while solving.
-    """
-    settings = solver_settings(
-        max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
-        frame_tol_rad=frame_tol_rad, position_weight=position_weight,
-        rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
-        stall_window=stall_window, num_step_scales=num_step_scales, damping_mode=damping_mode)
-    problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
-    return solve_problem(problem, backend=backend)
-
-
-#: Values of ``backend``; "auto" = numba when importable and the robot is supported.
-BACKENDS = ("numpy", "numba", "auto")
-#: Environment variable that overrides what "auto" picks ("numpy" or "numba").
-BACKEND_ENV = "DIRECTION_UP_IK_BACKEND"
-_fast_module = None  # direction_up_ik.core.fast once imported, or the ImportError
-
-
-def compiled_module():
-    """:mod:`direction_up_ik.core.fast`, or the exception that stopped its import (numba
-    missing, broken or incompatible); imported on first call, once per process."""
-    global _fast_module
-    if _fast_module is None:
-        try:
-            from . import fast as module
-        except (ImportError, OSError) as exc:
-            module = exc
-        _fast_module = module
-    return _fast_module
-
-
-def compiled_backend_allowed() -> bool:
-    """False when ``DIRECTION_UP_IK_BACKEND=numpy`` keeps "auto" (and helpers) off numba."""
-    return os.environ.get(BACKEND_ENV) != "numpy"
-
-
-def _fast_backend(problem: IKProblem, backend: str):
-    """The compiled backend module to use for ``problem``, or None for numpy."""
-    if backend not in BACKENDS:
-        raise InputValidationError("backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
-    if backend == "auto" and os.environ.get(BACKEND_ENV) in ("numpy", "numba"):
-        backend = os.environ[BACKEND_ENV]
-    if backend == "numpy":
-        return None
-    module = compiled_module()
-    if isinstance(module, Exception):
-        if backend == "numba":
-            raise InputValidationError("backend", f"'numba' is unavailable ({module}); "
-                                                  "install requirements/core.txt") from module
-        return None
-    if not module.supports(problem):
-        if backend == "numba":
-            raise InputValidationError("backend", "'numba' does not support this robot model "
-                                                  f"({type(problem.robot).__name__})")
-        return None
-    return module
-
-
-def compiled_backend(problem: IKProblem):
-    """The compiled backend module "auto" picks for ``problem``, or None (numpy)."""
-    return _fast_backend(problem, "auto")
-
-
-def warm_up_backend() -> Optional[float]:
-    """Compile (or load from numba's disk cache) the kernel "auto" would use.
-
-    Returns seconds taken, or None when "auto" runs the numpy backend. Long-running
-    processes (the ROS node) call it at start-up so no request pays the compile time.
-    """
-    module = compiled_module() if compiled_backend_allowed() else None
-    if module is None or isinstance(module, Exception):
-        return None
-    return module.warm_up()
-
-
-def batch_threads(problem: IKProblem) -> int:
-    """Threads a big batch of ``problem`` is solved on by the "auto" backend: the compiled
-    backend's (``fast.worker_threads``), 1 with numpy."""
-    module = compiled_backend(problem)
-    return 1 if module is None else module.worker_threads()
-
-
-def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
-                  deadline: Optional[float] = None, backend: str = "auto",
-                  relay: Optional[tuple] = None, parallel: Optional[bool] = None) -> IKBatchResult:
-    """Iterate a built problem.
+def solve_reference(problem: IKProblem, q_start: Optional[np.ndarray] = None,
+                    deadline: Optional[float] = None, relay: Optional[tuple] = None) -> IKBatchResult:
+    """Iterate a built problem with numpy (the reference backend).
 
     Args:
         problem: from :func:`~direction_up_ik.core.problem.build_problem`.
-        q_start: (B, D) per-candidate start states (default: all at
-            ``problem.q_initial``). ``cost`` is always measured from
-            ``problem.q_initial``, so candidates started elsewhere (random seeds)
-            are still ranked by joint motion from the current state.
-        deadline: ``time.perf_counter()`` value after which no new iteration
-            starts; candidates still running stop with reason ``time_budget``.
+        q_start: (B, D) per-candidate start states (default: all at ``problem.q_initial``);
+            ``cost`` is always measured from ``problem.q_initial``.
+        deadline: ``time.perf_counter()`` value after which no new iteration starts;
+            candidates still running stop with reason ``time_budget``.
         relay: optional ``(group, quota)``, each (B,) integers, for the search's
             seeds: a run of consecutive candidates with equal ``group`` (and quota > 0)
             are starts of one target, tried one after another: a start iterates once
@@ -175,23 +60,11 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             that never ran with 0 iterations). Each start has its own ``max_iters``.
             Starts that meet the tolerances as given count as converged from the outset.
             Quota 0: independent candidates. None = all candidates independent.
-        backend: "numpy" (this module, the reference), "numba" (the compiled
-            :mod:`~direction_up_ik.core.fast`, same results, 10-100x faster for
-            small batches) or "auto": numba when it imports and supports the
-            robot, else numpy; the environment variable ``DIRECTION_UP_IK_BACKEND``
-            (numpy / numba) overrides what "auto" picks.
-        parallel: compiled backend only: None = a big batch is split over its worker
-            threads, False = solved on the calling thread (the search's own slices),
-            True = always split. Results do not depend on it.
+    Raises:
+        NumericalFailure: non-finite residual, Jacobian or step.
     """
-    fast = _fast_backend(problem, backend)
-    if fast is not None:
-        try:
-            return fast.solve(problem, q_start, deadline, parallel=parallel, relay=relay)
-        except np.linalg.LinAlgError:
-            pass  # an exactly singular DLS system (tiny damping): the numpy path handles it
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return _Solver(problem).run(q_start, deadline, relay)
+        return ReferenceSolver(problem).run(q_start, deadline, relay)
 
 
 def _solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -206,17 +79,23 @@ def _solve_symmetric(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         return (np.linalg.pinv(matrix, hermitian=True) @ rhs[..., None])[..., 0]
 
 
-class _Solver:
+class ReferenceSolver:
+    """One solve of a problem with numpy: :meth:`run` iterates every candidate together.
+
+    Shapes in the methods: n live candidates (rows), E target slots, A active coordinates,
+    D coordinates; ``cand`` (n,) the candidate index of each row.
+    """
+
     def __init__(self, problem: IKProblem) -> None:
-        self.p = problem
-        self.s = problem.settings
+        self.problem = problem
+        self.settings = problem.settings
         self.active = problem.active
         self.lower = problem.lower
         self.upper = problem.upper
         self.e = problem.num_targets
         # Per-slot weights for the 9 residual components of each EE.
-        self.w_pos = self.s.position_weight
-        self.w_rot = self.s.rotation_weight
+        self.w_pos = self.settings.position_weight
+        self.w_rot = self.settings.rotation_weight
         self.analytic = problem.analytic_jacobian
 
     # -------------------------------------------------------------- residuals
@@ -227,9 +106,9 @@ class _Solver:
             r: (n, 9E) weighted residuals; pos_err, dir_err, up_err: (n, E)
             unweighted errors (m, rad, rad).
         """
-        p = self.p
-        rot, pos = p.robot.tcp_poses(q, p.root_world_xform)
-        out = self.residuals(rot[:, None, p.ee_ids], pos[:, None, p.ee_ids], cand)
+        problem = self.problem
+        rot, pos = problem.robot.tcp_poses(q, problem.root_world_xform)
+        out = self.residuals(rot[:, None, problem.ee_ids], pos[:, None, problem.ee_ids], cand)
         return tuple(x[:, 0] for x in out)
 
     def jacobian(self, q: np.ndarray, r: np.ndarray, cand: np.ndarray) -> np.ndarray:
@@ -241,10 +120,10 @@ class _Solver:
         """
         if self.analytic:
             return self.analytic_jacobian(q, cand)
-        p = self.p
-        _, _, rot_p, pos_p = p.robot.joint_perturbed_tcp_poses(q, self.active, FD_EPSILON,
-                                                                p.root_world_xform)
-        r_p = self.residuals(rot_p[:, :, p.ee_ids], pos_p[:, :, p.ee_ids], cand)[0]
+        problem = self.problem
+        _, _, rot_p, pos_p = problem.robot.joint_perturbed_tcp_poses(q, self.active, FD_EPSILON,
+                                                                problem.root_world_xform)
+        r_p = self.residuals(rot_p[:, :, problem.ee_ids], pos_p[:, :, problem.ee_ids], cand)[0]
         return (r_p - r[:, None, :]) / FD_EPSILON
 
     def analytic_jacobian(self, q: np.ndarray, cand: np.ndarray) -> np.ndarray:
@@ -255,22 +134,22 @@ class _Solver:
         The Direction and Up errors depend on the TCP rotation only, through
         current Direction d and Up u (dd = w x d, du = w x u), and linearly in w:
         per EE a 3x3 matrix M (column b: the derivative for w = e_b) gives the rows
-        w_r M w. ``fast.jacobian_analytic`` computes the same.
+        w_r M w. ``compiled.jacobians.jacobian_analytic`` computes the same.
         """
-        p = self.p
-        rot, pos, angular, linear = p.robot.tcp_joint_motions(q, self.active, p.root_world_xform)
-        rot, angular, linear = rot[:, p.ee_ids], angular[:, :, p.ee_ids], linear[:, :, p.ee_ids]
-        cur_dir = np.einsum("neij,ej->nei", rot, p.local_direction)[:, :, None]  # (n, E, 1, 3)
-        cur_up = np.einsum("neij,ej->nei", rot, p.local_up)[:, :, None]
-        t_dir = p.target_direction[cand][:, :, None]
-        t_up = p.target_up[cand][:, :, None]
+        problem = self.problem
+        rot, pos, angular, linear = problem.robot.tcp_joint_motions(q, self.active, problem.root_world_xform)
+        rot, angular, linear = rot[:, problem.ee_ids], angular[:, :, problem.ee_ids], linear[:, :, problem.ee_ids]
+        cur_dir = np.einsum("neij,ej->nei", rot, problem.local_direction)[:, :, None]  # (n, E, 1, 3)
+        cur_up = np.einsum("neij,ej->nei", rot, problem.local_up)[:, :, None]
+        t_dir = problem.target_direction[cand][:, :, None]
+        t_up = problem.target_up[cand][:, :, None]
         basis = np.eye(3)  # w = e_b, b = 0, 1, 2 along axis 2
         d_dir, d_up = np.cross(basis, cur_dir), np.cross(basis, cur_up)  # (n, E, 3, 3)
         m_dir = axis_error_derivative(cur_dir, t_dir, d_dir)
         aligned = align_vector(cur_up, cur_dir, t_dir)
         m_up = axis_error_derivative(aligned, t_up, align_vector_derivative(cur_up, cur_dir, t_dir, d_up, d_dir))
-        m_dir = np.where(p.has_direction[cand][:, :, None, None], m_dir, 0.0)
-        m_up = np.where(p.has_up[cand][:, :, None, None], m_up, 0.0)
+        m_dir = np.where(problem.has_direction[cand][:, :, None, None], m_dir, 0.0)
+        m_up = np.where(problem.has_up[cand][:, :, None, None], m_up, 0.0)
         j_dir = np.einsum("naeb,nebj->naej", angular, m_dir)
         j_up = np.einsum("naeb,nebj->naej", angular, m_up)
         jac = np.concatenate([self.w_pos * linear, self.w_rot * j_dir, self.w_rot * j_up], axis=-1)
@@ -283,27 +162,27 @@ class _Solver:
             r: (n, m, 9E) weighted residuals [w_p e_pos, w_r e_dir, w_r e_up] per EE;
             pos_err, dir_err, up_err: (n, m, E) unweighted (m, rad, rad).
         """
-        p = self.p
+        problem = self.problem
         n, m = pos.shape[:2]
-        cur_dir = np.einsum("nmeij,ej->nmei", rot, p.local_direction)
-        cur_up = np.einsum("nmeij,ej->nmei", rot, p.local_up)
-        t_dir = np.broadcast_to(p.target_direction[cand][:, None], cur_dir.shape)
-        t_up = np.broadcast_to(p.target_up[cand][:, None], cur_dir.shape)
-        e_pos = pos - p.target_position[cand][:, None]
+        cur_dir = np.einsum("nmeij,ej->nmei", rot, problem.local_direction)
+        cur_up = np.einsum("nmeij,ej->nmei", rot, problem.local_up)
+        t_dir = np.broadcast_to(problem.target_direction[cand][:, None], cur_dir.shape)
+        t_up = np.broadcast_to(problem.target_up[cand][:, None], cur_dir.shape)
+        e_pos = pos - problem.target_position[cand][:, None]
         e_dir = axis_error(cur_dir, t_dir)
         e_up = axis_error(align_vector(cur_up, cur_dir, t_dir), t_up)
-        e_dir = np.where(p.has_direction[cand][:, None, :, None], e_dir, 0.0)
-        e_up = np.where(p.has_up[cand][:, None, :, None], e_up, 0.0)
+        e_dir = np.where(problem.has_direction[cand][:, None, :, None], e_dir, 0.0)
+        e_up = np.where(problem.has_up[cand][:, None, :, None], e_up, 0.0)
         r = np.concatenate([self.w_pos * e_pos, self.w_rot * e_dir, self.w_rot * e_up], axis=-1)
         return (r.reshape(n, m, 9 * self.e), np.linalg.norm(e_pos, axis=-1),
                 np.linalg.norm(e_dir, axis=-1), np.linalg.norm(e_up, axis=-1))
 
     def meets_tolerances(self, pos_err, dir_err, up_err, cand) -> np.ndarray:
         """(n,) True where every EE is strictly within the tolerances (unweighted)."""
-        p, s = self.p, self.s
-        ok = ((pos_err < s.position_tol)
-              & (~p.has_direction[cand] | (dir_err < s.frame_tol_rad))
-              & (~p.has_up[cand] | (up_err < s.frame_tol_rad)))
+        problem, settings = self.problem, self.settings
+        ok = ((pos_err < settings.position_tol)
+              & (~problem.has_direction[cand] | (dir_err < settings.frame_tol_rad))
+              & (~problem.has_up[cand] | (up_err < settings.frame_tol_rad)))
         return np.all(ok, axis=-1)
 
     # ------------------------------------------------------------- steps
@@ -322,9 +201,9 @@ class _Solver:
         """The damping of each step from states of weighted sums of squared residuals ``ssr``
         (n,): the float ``settings.damping``, or with ``damping_mode="residual"`` (n, 1, 1)
         min(damping, max(ssr, RESIDUAL_DAMPING_FLOOR x damping)), to add times the identity
-        to each J^T J (``fast.step_damping`` is the kernel's)."""
-        d = self.s.damping
-        if self.s.damping_mode == "constant":
+        to each J^T J (``compiled.step.step_damping`` is the kernel's)."""
+        d = self.settings.damping
+        if self.settings.damping_mode == "constant":
             return d
         return np.minimum(d, np.maximum(ssr, RESIDUAL_DAMPING_FLOOR * d))[:, None, None]
 
@@ -364,15 +243,15 @@ class _Solver:
             rhs = np.where(free, g[rows] - np.einsum("nij,nj->ni", hr, value[rows]), value[rows])
             step[rows] = _solve_symmetric(matrix, rhs)
         norm = np.linalg.norm(step, axis=-1, keepdims=True)
-        scale = np.minimum(1.0, self.s.max_step_norm / np.where(norm > 0.0, norm, 1.0))
+        scale = np.minimum(1.0, self.settings.max_step_norm / np.where(norm > 0.0, norm, 1.0))
         return step * scale
 
     # --------------------------------------------------------------- loop
     def run(self, q_start: Optional[np.ndarray], deadline: Optional[float] = None,
             relay: Optional[tuple] = None) -> IKBatchResult:
-        p, s = self.p, self.s
-        b, a = p.num_candidates, len(self.active)
-        q0 = p.q_initial
+        problem, settings = self.problem, self.settings
+        b, a = problem.num_candidates, len(self.active)
+        q0 = problem.q_initial
         q = np.broadcast_to(q0, (b, len(q0))).copy() if q_start is None else \
             np.array(q_start, dtype=np.float64).reshape(b, len(q0))
         q = self.to_float32_in_limits(q)
@@ -398,13 +277,13 @@ class _Solver:
             run_id = np.cumsum(first) - 1  # runs of equal group
             relayed = quota > 0
             waiting = relayed & ~first & ~done
-        window = s.stall_window
+        window = settings.stall_window
         if window:  # history[c, k % w]: the residual after k accepted steps, kept for w steps
             history = np.empty((b, window))
             history[:, 0] = ssr
         it = 0
         while True:
-            used_up = ~done & ~waiting & (it - started_at >= s.max_iters)
+            used_up = ~done & ~waiting & (it - started_at >= settings.max_iters)
             done[used_up] = True  # reason stays max_iters
             if relay is not None:
                 # A run with enough successes stops the rest of it; a run with none of its
@@ -438,7 +317,7 @@ class _Solver:
             done[live[tiny]] = True
             pending = np.flatnonzero(~tiny)
             max_pos = pos_err[live].max(axis=-1)
-            for scale in STEP_SCALES[:s.num_step_scales]:
+            for scale in STEP_SCALES[:settings.num_step_scales]:
                 if len(pending) == 0:
                     break
                 idx = live[pending]
@@ -449,8 +328,8 @@ class _Solver:
                 self.check_finite(r_t, idx, "residual")
                 ssr_t = np.sum(r_t * r_t, axis=-1)
                 new_max, old_max = pe_t.max(axis=-1), max_pos[pending]
-                guard = np.where(old_max <= s.max_position_error,
-                                 new_max <= s.max_position_error, new_max < old_max)
+                guard = np.where(old_max <= settings.max_position_error,
+                                 new_max <= settings.max_position_error, new_max < old_max)
                 ok = (ssr_t < ssr[idx]) & guard
                 acc = idx[ok]
                 q[acc], r[acc], ssr[acc] = trial[ok], r_t[ok], ssr_t[ok]
@@ -475,8 +354,8 @@ class _Solver:
         delta = q[:, self.active] - q0[self.active]
         cost = np.where(success, np.sum(delta * delta, axis=-1), np.inf)
         best = int(np.argmin(cost)) if np.any(success) else None
-        dir_out = np.where(p.has_direction, dir_err, np.nan)
-        up_out = np.where(p.has_up, up_err, np.nan)
+        dir_out = np.where(problem.has_direction, dir_err, np.nan)
+        up_out = np.where(problem.has_up, up_err, np.nan)
         return IKBatchResult(
             joint_q=q.astype(np.float32), success=success.astype(np.int32),
             cost=cost.astype(np.float64), best_index=best, position_error=pos_err,

@@ -4,7 +4,7 @@ The spec's forward difference (eps = 1e-4) is off the exact derivative by O(eps)
 cannot check an exact one closely; a central difference with h = 1e-6 is off by O(h^2)
 plus rounding (about 1e-9 here), so the analytic Jacobian must match it to 1e-6. The
 compiled kernel's copy of these formulas is checked through whole solves in
-``test_fast_backend`` (both Jacobians, every robot there).
+``test_compiled_backend`` (both Jacobians, every robot there).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from direction_up_ik import (DirectionUpTarget, InputTypeError, InputValidationE
                              robo_solve_ik_direction_up_multi_batch)
 from direction_up_ik.core.problem import build_problem
 from direction_up_ik.core.settings import JACOBIANS, SolverSettings
-from direction_up_ik.core.solver import _Solver, solve_problem
+from direction_up_ik.core.backend import solve_problem
+from direction_up_ik.core.solver import ReferenceSolver
 
 from helpers import mid_range, random_in_limits, targets_at
 from strategies import PROFILE, scenarios
@@ -25,7 +26,7 @@ from strategies import PROFILE, scenarios
 H = 1e-6  # central-difference step, rad / m
 
 
-def central_difference(solver: _Solver, q: np.ndarray, cand: np.ndarray) -> np.ndarray:
+def central_difference(solver: ReferenceSolver, q: np.ndarray, cand: np.ndarray) -> np.ndarray:
     """(n, A, 9E) d residual / d q_active by central differences of step H, transposed
     like the solver's Jacobians."""
     columns = []
@@ -39,19 +40,19 @@ def central_difference(solver: _Solver, q: np.ndarray, cand: np.ndarray) -> np.n
     return np.stack(columns, axis=1)
 
 
-def away_from_opposite(solver: _Solver, q: np.ndarray, cand: np.ndarray) -> bool:
+def away_from_opposite(solver: ReferenceSolver, q: np.ndarray, cand: np.ndarray) -> bool:
     """True when no constrained Direction or Up error is within 0.05 rad of pi (there the
     errors jump: the axis of a pi rotation is a convention, so no derivative exists)."""
     _, _, dir_err, up_err = solver.evaluate(q, cand)
-    p = solver.p
+    p = solver.problem
     return bool(np.all(np.where(p.has_direction[cand], dir_err, 0.0) < np.pi - 0.05)
                 and np.all(np.where(p.has_up[cand], up_err, 0.0) < np.pi - 0.05))
 
 
-def analytic_solver(robot, candidates, **kwargs) -> _Solver:
+def analytic_solver(robot, candidates, **kwargs) -> ReferenceSolver:
     settings_ = SolverSettings(**{"max_position_error": 0.03, **kwargs.pop("settings", {}),
                                   "jacobian": "analytic"})
-    return _Solver(build_problem(robot, candidates, kwargs.get("active_dof_ids"), "cpu",
+    return ReferenceSolver(build_problem(robot, candidates, kwargs.get("active_dof_ids"), "cpu",
                                  kwargs.get("root_world_xform"), settings_))
 
 
@@ -65,7 +66,7 @@ def test_analytic_jacobian_is_the_derivative_of_the_residuals(sc, seed):
     settings_ = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("active_dof_ids", "root_world_xform")}
     solver = analytic_solver(sc.robot, sc.candidates(), settings=settings_, **kwargs)
     assert solver.analytic
-    b = solver.p.num_candidates
+    b = solver.problem.num_candidates
     cand = np.arange(b)
     rng = np.random.default_rng(seed)
     q = np.repeat(sc.start[None].astype(np.float64), 2 * b, axis=0)

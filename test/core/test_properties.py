@@ -22,10 +22,10 @@ from direction_up_ik import (DirectionUpTarget, RobotKinematics, robo_search_ik_
 from direction_up_ik.core import result as res
 from direction_up_ik.core.errors import InputValidationError
 from direction_up_ik.core.problem import build_problem
-from direction_up_ik.core.search import SEARCH_SETTINGS
+from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS
 from direction_up_ik.core.seeds import random_starts
 from direction_up_ik.core.settings import solver_settings
-from direction_up_ik.core.solver import solve_problem
+from direction_up_ik.core.backend import solve_problem
 
 from helpers import relay_never_started
 from strategies import PROFILE, junk_requests, perpendicular_pair, scenarios
@@ -223,7 +223,7 @@ def test_search_keeps_the_invariants_and_round_zero_successes(sc):
     input, cost is the motion from the current state, best_index the least cost, and a
     candidate its round 0 solves keeps exactly that answer."""
     kwargs = dict(sc.kwargs)
-    for name, value in SEARCH_SETTINGS.items():
+    for name, value in SEARCH_SOLVER_DEFAULTS.items():
         kwargs.setdefault(name, value)
     found = robo_search_ik_direction_up(sc.robot, sc.candidates(), num_seeds=3, max_rounds=2,
                                         random_seed=1, **kwargs)

@@ -7,9 +7,9 @@ import pytest
 
 from direction_up_ik import (DirectionUpTarget, InputValidationError, robo_search_ik_direction_up,
                              robo_solve_ik_direction_up_multi_batch)
-from direction_up_ik.bench import random_configurations, reachable_candidates
+from helpers import random_configurations, reachable_candidates
 from direction_up_ik.core import search as search_module
-from direction_up_ik.core.search import SEARCH_SETTINGS
+from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS
 
 from helpers import mid_range
 
@@ -53,9 +53,9 @@ def test_round_zero_is_the_current_state_alone_with_the_search_settings(panda, f
     # Round 0 solves each candidate from the current state only (with the search's
     # default step cap, Jacobian, stall stop, step scales and damping); seeds are spent only on the
     # candidates it did not solve.
-    assert dict(SEARCH_SETTINGS) == dict(max_step_norm=1.5, jacobian="analytic", stall_window=3, num_step_scales=3,
+    assert dict(SEARCH_SOLVER_DEFAULTS) == dict(max_step_norm=1.5, jacobian="analytic", stall_window=3, num_step_scales=3,
                                          damping_mode="residual")
-    local = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE, **SEARCH_SETTINGS)
+    local = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS)
     found = robo_search_ik_direction_up(panda, far_targets, num_seeds=5, max_rounds=2, max_position_error=MPE)
     solved = local.success == 1
     assert 0 < solved.sum() < len(far_targets)
@@ -144,8 +144,8 @@ def test_joint_bounds_constrain_solutions(panda, far_targets):
     (dict(time_budget=float("inf")), "time_budget: must be None or a finite positive"),
     (dict(time_budget=10 ** 400), "time_budget: must be None or a finite positive"),
     (dict(time_budget=True), "time_budget: must be None or a finite positive"),
-    (dict(min_successes=0), "min_successes: must be an integer >= 1"),
-    (dict(max_rounds=0), "max_rounds: must be an integer >= 1"),
+    (dict(min_successes=0), "min_successes: must be a positive integer"),
+    (dict(max_rounds=0), "max_rounds: must be None or a positive integer"),
     (dict(selection="closest"), "selection: must be one of"),
     (dict(seeding="uniform"), "seeding: must be one of \\['nearest', 'random'\\], got 'uniform'"),
 ])
@@ -230,7 +230,7 @@ def test_a_numerical_failure_in_a_split_search_names_the_candidates_of_one_searc
     one search raises, with the indices of the whole batch."""
     pytest.importorskip("numba", reason=_SPLIT_NEEDS)
     from direction_up_ik import NumericalFailure, RobotKinematics
-    link = 1.3e154  # unfolding the elbow makes J^T J overflow (test_fast_backend.FOLDING_URDF)
+    link = 1.3e154  # unfolding the elbow makes J^T J overflow (test_compiled_backend.FOLDING_URDF)
     robot = RobotKinematics.from_urdf(f"""<robot name='folding'><link name='base'/><link name='l1'/>
       <link name='l2'/><link name='tip'/>
       <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
@@ -279,13 +279,13 @@ def test_the_compiled_search_finds_what_the_python_rounds_find(panda, ur5, case,
     towards the anchor), relays that need two successes, a time budget (long enough not to
     stop anything), single targets (round 0 before the kernel's rounds) and no seeds."""
     pytest.importorskip("numba", reason="the compiled search is the numba backend's")
-    from direction_up_ik.core import fast
+    from direction_up_ik.core.compiled import api as kernel_api
     robot = ur5 if case == "batch_limit_center" else panda
     robot.joint_q[:] = mid_range(robot)
     rng = np.random.default_rng(12)
     cands = reachable_candidates(robot, random_configurations(robot, rng, 300 if case.startswith("batch") else 40))
-    monkeypatch.setattr(fast, "worker_threads", lambda: 2)
-    monkeypatch.setattr(fast, "SEARCH_CHUNK_ROWS", 32)  # 10 chunks of the 300 candidates
+    monkeypatch.setattr(kernel_api, "worker_threads", lambda: 2)
+    monkeypatch.setattr(kernel_api, "SEARCH_CHUNK_ROWS", 32)  # 10 chunks of the 300 candidates
     kwargs = dict(max_position_error=MPE, num_seeds=2, max_rounds=6)
     if case == "batch_limit_center":
         kwargs["selection"] = "limit_center"

@@ -6,13 +6,13 @@ import pytest
 from direction_up_ik import (DirectionUpTarget, InputValidationError, JointLimitError, RobotKinematics,
                              robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch)
 from direction_up_ik.core import warm_up_search
-from direction_up_ik.bench import random_configurations, reachable_candidates
+from helpers import random_configurations, reachable_candidates
 from direction_up_ik.core import search as search_module
 from direction_up_ik.core import seeds
 from direction_up_ik.core.problem import build_problem
-from direction_up_ik.core.search import SEARCH_SETTINGS
+from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS
 from direction_up_ik.core.settings import solver_settings
-from direction_up_ik.core.solver import solve_problem
+from direction_up_ik.core.backend import solve_problem
 
 from helpers import mid_range, targets_at
 
@@ -20,7 +20,7 @@ MPE = 0.03
 
 
 def _problem(robot, candidates, active_dof_ids=None, joint_bounds=None):
-    settings = solver_settings(max_position_error=MPE, **SEARCH_SETTINGS)
+    settings = solver_settings(max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS)
     return build_problem(robot, candidates, active_dof_ids, "cpu", None, settings, joint_bounds=joint_bounds)
 
 
@@ -130,7 +130,7 @@ def test_a_target_at_a_library_state_is_solved_from_that_state(panda):
     for k in range(len(library)):
         candidates = [targets_at(panda, library.q[k])]
         local = robo_solve_ik_direction_up_multi_batch(panda, candidates, max_position_error=MPE,
-                                                       **SEARCH_SETTINGS)
+                                                       **SEARCH_SOLVER_DEFAULTS)
         if local.success[0] == 0:
             break
     found = robo_search_ik_direction_up(panda, candidates, num_seeds=1, max_rounds=1, max_position_error=MPE)
@@ -294,7 +294,7 @@ def test_the_leaf_scan_ranks_exactly_like_a_full_scan_with_ties_by_index():
     its ranks must be a full scan's, equal distances ordered by index (here many exact ties:
     points on a coarse grid, duplicated, and queries on grid points)."""
     pytest.importorskip("numba", reason="the scan is compiled with numba (requirements/core.txt)")
-    from direction_up_ik.core import fast
+    from direction_up_ik.core import compiled
     rng = np.random.default_rng(3)
     grid = rng.integers(0, 4, size=(700, 5)).astype(np.float64) * 0.25
     points = np.concatenate([grid, grid[:300]])  # duplicates: equal distances at two indices
@@ -302,7 +302,7 @@ def test_the_leaf_scan_ranks_exactly_like_a_full_scan_with_ties_by_index():
     leaves = tuple(seeds.leaf_layout(points, leaf_points=16))
     assert len(leaves[2]) - 1 >= 60  # many leaves, so that pruning happens
     for first, count in ((0, 1), (0, 9), (7, 5), (40, 10)):
-        got = fast.nearest_ranks(leaves, queries, first, count)
+        got = compiled.nearest_ranks(leaves, queries, first, count)
         for q, ranks in zip(queries, got):
             d = np.zeros(len(points))
             for c in range(points.shape[1]):  # summed feature by feature, as the kernel does

@@ -1,4 +1,4 @@
-"""The compiled (numba) backend against the numpy reference (``direction_up_ik.core.fast``).
+"""The compiled (numba) backend against the numpy reference (``direction_up_ik.core.compiled``).
 
 Both backends run the same algorithm; they differ only in rounding (numpy's
 3x3 products go through BLAS, its systems through LAPACK; with the analytic Jacobian
@@ -30,12 +30,15 @@ numba = pytest.importorskip("numba", reason="the compiled backend needs numba (r
 
 from direction_up_ik import (DirectionUpTarget, InputValidationError, NumericalFailure,  # noqa: E402
                              RobotKinematics, robo_solve_ik_direction_up_multi_batch)
-from direction_up_ik.core import fast  # noqa: E402
+from direction_up_ik.core import compiled  # noqa: E402
+from direction_up_ik.core.compiled import api as kernel_api, fk as kernel_fk  # noqa: E402
+from direction_up_ik.core.compiled import iteration as kernel_iteration, step as dls_step  # noqa: E402
+from direction_up_ik.core.compiled import vector_math as kernel_math  # noqa: E402
 from direction_up_ik.core import result as res  # noqa: E402
 from direction_up_ik.core.problem import build_problem  # noqa: E402
 from direction_up_ik.core.rotations import align_vector  # noqa: E402
 from direction_up_ik.core.settings import JACOBIANS, SolverSettings  # noqa: E402
-from direction_up_ik.core.solver import solve_problem  # noqa: E402
+from direction_up_ik.core.backend import solve_problem  # noqa: E402
 from direction_up_ik.core.targets import full_pose_candidates  # noqa: E402
 from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 
@@ -246,9 +249,9 @@ def compare(problem, q_start, ref, out, mismatches: List[str]) -> int:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def compiled():
+def kernels_ready():
     """Compile (or load) the kernels once; later timings are the solver's."""
-    fast.warm_up()
+    compiled.warm_up()
 
 
 @pytest.mark.parametrize("jacobian", JACOBIANS)
@@ -286,12 +289,12 @@ def _snake(joints: int) -> RobotKinematics:
 
 
 def test_numba_matches_numpy_on_a_chain_longer_than_the_fk_trig_buffer():
-    """FK takes every joint's cos/sin first for chains of up to fast._FK_TRIG_NODES nodes and
+    """FK takes every joint's cos/sin first for chains of up to kernel_fk.FK_TRIG_NODES nodes and
     on the way for longer ones; a longer chain still solves as the reference does."""
-    robot = _snake(fast._FK_TRIG_NODES + 6)
-    assert len(fast._model(build_problem(robot, [(DirectionUpTarget(0, (0.5, 0, 0), None, None),)],
+    robot = _snake(kernel_fk.FK_TRIG_NODES + 6)
+    assert len(kernel_api.model_arrays(build_problem(robot, [(DirectionUpTarget(0, (0.5, 0, 0), None, None),)],
                                          settings=SolverSettings(max_position_error=0.03))).chain) \
-        > fast._FK_TRIG_NODES
+        > kernel_fk.FK_TRIG_NODES
     rng = np.random.default_rng(70)
     mismatches: List[str] = []
     compared, successes = 0, 0
@@ -313,13 +316,13 @@ def test_parallel_sweep_equals_serial_and_loop(dual_arm):
     tcps = dual_arm.tcp_transforms(random_in_limits(dual_arm, rng, 80))
     cands = full_pose_candidates(tcps)
     problem = build_problem(dual_arm, cands, None, "cpu", None, SolverSettings(max_position_error=0.03))
-    serial = fast.solve(problem, parallel=False)
-    threaded = fast.solve(problem, parallel=True)
+    serial = compiled.solve(problem, parallel=False)
+    threaded = compiled.solve(problem, parallel=True)
     assert np.array_equal(serial.joint_q, threaded.joint_q)
     assert serial.stop_reason == threaded.stop_reason
     assert np.array_equal(serial.iterations, threaded.iterations)
     for b in range(0, 80, 9):
-        single = fast.solve(problem.select([b]))
+        single = compiled.solve(problem.select([b]))
         assert np.array_equal(single.joint_q[0], serial.joint_q[b])
         assert single.stop_reason[0] == serial.stop_reason[b]
 
@@ -348,9 +351,9 @@ def test_auto_falls_back_to_numpy_for_models_it_cannot_reproduce(panda, monkeypa
     goal = robot.tcp_transforms(mid_range(robot))[0]
     problem = build_problem(robot, ((DirectionUpTarget(0, goal[:3, 3], None, None),),),
                             settings=SolverSettings(max_position_error=0.03))
-    assert not fast.supports(problem)
+    assert not compiled.supports(problem)
     called = []
-    monkeypatch.setattr(fast, "solve", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(compiled, "solve", lambda *a, **k: called.append(1))
     solve_problem(problem)  # auto -> numpy
     assert called == []
     with pytest.raises(InputValidationError, match="does not support"):
@@ -376,7 +379,7 @@ def test_deadline_stops_both_backends_alike(panda):
         plain = solve_problem(problem, backend=backend)
         assert later.stop_reason == plain.stop_reason
         assert np.array_equal(later.joint_q, plain.joint_q)
-    threaded = fast.solve(problem, deadline=past, parallel=True)
+    threaded = compiled.solve(problem, deadline=past, parallel=True)
     assert threaded.stop_reason == solve_problem(problem, deadline=past, backend="numpy").stop_reason
 
 
@@ -390,7 +393,7 @@ def test_deadline_reached_while_iterating():
     problem = build_problem(robot, cands, settings=SolverSettings(max_position_error=0.03,
                                                                    max_iters=10_000))
     t0 = time.perf_counter()
-    r = fast.solve(problem, deadline=t0 + 0.05, parallel=False)
+    r = compiled.solve(problem, deadline=t0 + 0.05, parallel=False)
     elapsed = time.perf_counter() - t0
     assert elapsed < 1.0
     running = [s for s in r.stop_reason if s == res.STOP_TIME_BUDGET]
@@ -433,7 +436,7 @@ def test_numerical_failure_raised_by_both(origin):
     assert errors["numba"].candidates == errors["numpy"].candidates == (0, 1, 2)
     assert str(errors["numba"]) == str(errors["numpy"])
     with pytest.raises(NumericalFailure):
-        fast.solve(problem, parallel=True)
+        compiled.solve(problem, parallel=True)
 
 
 def test_numerical_failure_lists_only_the_offending_candidates(panda):
@@ -499,21 +502,21 @@ def _folding_batch(failing: dict, rows: int = 40, position_weight: float = 1.0):
 ])
 def test_numerical_failures_across_blocks_are_those_of_one_pass(failing, weight, expected):
     """Without a deadline the kernel solves blocks of rows one after the other
-    (``fast.BLOCK_ROWS``); a numerical failure still names the candidates of the
+    (``kernel_iteration.BLOCK_ROWS``); a numerical failure still names the candidates of the
     reference's single iteration-major pass: the earliest failing iteration over all
     rows, start states first."""
-    assert fast.BLOCK_ROWS < 20  # rows 3, 21 and 37 lie in three different blocks
+    assert kernel_iteration.BLOCK_ROWS < 20  # rows 3, 21 and 37 lie in three different blocks
     problem, starts = _folding_batch(failing, position_weight=weight)
     with pytest.raises(NumericalFailure) as ref:
         solve_problem(problem, starts, backend="numpy")
     assert ref.value.candidates == expected
     for parallel in (False, True):
         with pytest.raises(NumericalFailure) as out:
-            fast.solve(problem, starts, parallel=parallel)
+            compiled.solve(problem, starts, parallel=parallel)
         assert out.value.candidates == expected, parallel
         assert str(out.value) == str(ref.value)
     unharmed = np.setdiff1d(np.arange(40), list(failing))
-    fine = fast.solve(problem.select(unharmed), starts[unharmed])  # the others do not fail
+    fine = compiled.solve(problem.select(unharmed), starts[unharmed])  # the others do not fail
     assert fine.iterations.max() < problem.settings.max_iters
 
 
@@ -526,7 +529,7 @@ def test_kernel_arrays_is_a_cached_read_only_view_of_the_model(panda):
 
 
 def test_warm_up_returns_seconds():
-    assert fast.warm_up() >= 0.0
+    assert compiled.warm_up() >= 0.0
 
 
 def _relay_problem(robot, groups: int, seeds: int, seed: int):
@@ -553,8 +556,8 @@ def test_relay_tries_a_groups_starts_in_turn_until_its_quota_converged(panda, qu
     alone = solve_problem(problem, starts, backend="numpy")  # every row on its own
     assert not np.any((alone.iterations == 0) & (alone.success == 1))  # no start is converged as given
     runs = {"numpy": solve_problem(problem, starts, backend="numpy", relay=(group, need)),
-            "numba": fast.solve(problem, starts, relay=(group, need), parallel=False),
-            "numba threads": fast.solve(problem, starts, relay=(group, need), parallel=True)}
+            "numba": compiled.solve(problem, starts, relay=(group, need), parallel=False),
+            "numba threads": compiled.solve(problem, starts, relay=(group, need), parallel=True)}
     relayed = runs["numpy"]
     never = relay_never_started(alone, group, need)
     for i in range(len(group)):
@@ -586,7 +589,7 @@ def test_relay_start_that_is_already_converged_wins_at_once(panda):
     starts[row] = solved.joint_q[donor]
     need = np.ones(len(group), dtype=np.int64)
     for out in (solve_problem(problem, starts, backend="numpy", relay=(group, need)),
-                fast.solve(problem, starts, relay=(group, need), parallel=False)):
+                compiled.solve(problem, starts, relay=(group, need), parallel=False)):
         first = row - 1
         assert out.stop_reason[row] == res.STOP_CONVERGED and out.iterations[row] == 0
         assert out.stop_reason[first] == res.STOP_SUPERSEDED and out.iterations[first] == 0
@@ -598,7 +601,7 @@ def test_relay_at_a_passed_deadline_stops_the_waiting_starts_too(panda):
     need = np.ones(len(group), dtype=np.int64)
     past = time.perf_counter() - 1.0
     for out in (solve_problem(problem, starts, past, backend="numpy", relay=(group, need)),
-                fast.solve(problem, starts, past, relay=(group, need), parallel=False)):
+                compiled.solve(problem, starts, past, relay=(group, need), parallel=False)):
         assert out.stop_reason == (res.STOP_TIME_BUDGET,) * len(group)
         np.testing.assert_array_equal(out.iterations, 0)
 
@@ -609,7 +612,7 @@ def test_pairwise_sum_is_numpys_sum_bit_for_bit():
     (``stack_array``: the kernel runs without numba's runtime, so it cannot allocate)."""
     @numba.njit(_nrt=False)
     def kernel_sum(x, start, n):
-        return fast.pairwise_sum(x, start, n)
+        return kernel_math.pairwise_sum(x, start, n)
 
     rng = np.random.default_rng(11)
     sizes = [*range(0, 140), 255, 256, 257, 1000, 1031, 4096, 65537]
@@ -627,22 +630,22 @@ def test_the_solve_loop_is_compiled_without_numbas_runtime():
     numba's runtime every array view and call in the loop paid an ``NRT_incref``/``decref``
     call (1.3-1.5 x the time, ``scripts/profile_kernel.py``). A configuration guard: the
     speed itself is measured by the benchmarks, not here."""
-    options = fast.solve_rows.targetoptions
+    options = kernel_iteration.solve_rows.targetoptions
     assert options.get("_nrt") is False and options.get("nogil") is True
-    assert fast.run_serial.targetoptions.get("nogil") is True
+    assert kernel_iteration.run_serial.targetoptions.get("nogil") is True
 
 
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18,
                     reason="the reference sin/cos need an extended long double (x86-64)")
 def test_own_sincos_is_within_one_and_a_half_ulp():
-    """The kernel's sin/cos (``_Config.fast_math``) against extended-precision ones: within
+    """The kernel's sin/cos (``Config.fast_math``) against extended-precision ones: within
     1.5 ulp of the exact value on |x| < 100 rad, also next to the zeros of sin and cos
     (multiples of pi/4), where a two-part reduction by pi/2 was off by 6e5 ulp; libm's
     values beyond that range and for non-finite angles."""
     @numba.njit
     def kernel_sincos(x, s, c):
         for i in range(x.shape[0]):
-            s[i], c[i] = fast.own_sincos(x[i])
+            s[i], c[i] = kernel_math.own_sincos(x[i])
 
     rng = np.random.default_rng(3)
     quarter = np.arange(-127, 128) * (np.pi / 4)
@@ -663,17 +666,17 @@ def test_own_sincos_is_within_one_and_a_half_ulp():
 
 
 def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_definite():
-    """The step's L D L^T solve (``_Config.fast_math``) gives numpy's solution of damped
+    """The step's L D L^T solve (``Config.fast_math``) gives numpy's solution of damped
     normal equations to rounding; an indefinite matrix makes it return False, and the
     limited DLS step then still solves by LU, with the same step as the LU-only step."""
     @numba.njit
     def kernel_ldl(a, x):
-        return fast.ldl_solve(a, x)
+        return dls_step.ldl_solve(a, x)
 
     @numba.njit
     def kernel_step(jac, r, q, lower, upper, ldl, step, fixed, damping):
         a = jac.shape[0]
-        return fast.limited_dls_step(damping, 1.5, np.arange(a), lower, upper, jac, r, q, np.empty((a, a)),
+        return dls_step.limited_dls_step(damping, 1.5, np.arange(a), lower, upper, jac, r, q, np.empty((a, a)),
                                      np.empty(a), step, np.empty((a, a)), np.empty(a), np.empty(a), fixed,
                                      np.empty(max(a, r.shape[0])), ldl)
 
@@ -712,15 +715,15 @@ def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_def
 
 def test_step_damping_of_both_backends_is_min_of_damping_and_the_residual_with_a_floor():
     """damping_mode="residual": the damping of a step is min(damping, max(E, 1e-6 damping)) in
-    the kernel (``fast.step_damping``) and the reference (``_Solver.damping``), the floor
+    the kernel (``dls_step.step_damping``) and the reference (``ReferenceSolver.damping``), the floor
     included (it keeps J^T J + damping I positive definite where E is next to zero at a
     singular pose); "constant" is the damping itself."""
     from direction_up_ik.core.settings import RESIDUAL_DAMPING_FLOOR
-    from direction_up_ik.core.solver import _Solver
+    from direction_up_ik.core.solver import ReferenceSolver
 
     @numba.njit
     def kernel(residual, damping, floor, ssr):
-        return fast.step_damping(residual, damping, floor, ssr)
+        return dls_step.step_damping(residual, damping, floor, ssr)
 
     robot = load_robot("panda_like")
     ssr = np.array([0.0, 1e-30, 1e-12, 1e-9, 2.5e-7, 1e-5, 1e-3, 0.5, 40.0])
@@ -733,5 +736,5 @@ def test_step_damping_of_both_backends_is_min_of_damping_and_the_residual_with_a
         for mode, want in (("residual", expected), ("constant", np.full(len(ssr), damping))):
             settings = SolverSettings(max_position_error=0.03, damping=damping, damping_mode=mode)
             problem = build_problem(robot, [targets_at(robot, mid_range(robot))], None, "cpu", None, settings)
-            got = np.broadcast_to(_Solver(problem).damping(ssr), (len(ssr), 1, 1)).reshape(-1)
+            got = np.broadcast_to(ReferenceSolver(problem).damping(ssr), (len(ssr), 1, 1)).reshape(-1)
             np.testing.assert_array_equal(got, want)

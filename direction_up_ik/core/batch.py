@@ -1,0 +1,56 @@
+"""The spec's entry point: ``robo_solve_ik_direction_up_multi_batch`` (spec sections 3 to 6).
+
+Validate the settings, build the problem (:mod:`.problem`), solve it on the selected
+backend (:mod:`.backend`).
+"""
+
+from __future__ import annotations
+
+from .backend import solve_problem
+from .kinematics import RobotKinematics
+from .problem import build_problem
+from .result import IKBatchResult
+from .settings import solver_settings
+
+
+def robo_solve_ik_direction_up_multi_batch(
+        robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu", *,
+        max_position_error: float, root_world_xform=None, max_iters: int = 32,
+        position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
+        rotation_weight: float = 1.0, damping: float = 1e-3,
+        max_step_norm: float = 0.25, jacobian: str = "finite_difference", stall_window: int = 0,
+        num_step_scales: int = 8, damping_mode: str = "constant", backend: str = "auto") -> IKBatchResult:
+    """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
+
+    Args:
+        robot: the model; only read (apply ``result.joint_q[result.best_index]``
+            to ``robot.joint_q`` yourself, then call ``robot.update_fk()``).
+        candidates: ``((t,),)`` one candidate with one target; ``((l, r),)`` one
+            candidate for two EEs; ``((lA, rA), (lB, rB))`` two candidates. All
+            candidates use the same EE count, EE order and local axes.
+        active_dof_ids: indices into ``joint_q`` the solver may move; None = all.
+        device: "cpu" only.
+        max_position_error: metres, position guard of spec 5.4 (required).
+        root_world_xform: (4, 4) root -> world; default ``robot.root_world_xform``.
+        max_iters, position_tol (m), frame_tol_rad (rad), position_weight,
+        rotation_weight, damping, max_step_norm (rad/m), jacobian
+            ("finite_difference", the spec's, or "analytic"), stall_window (0, the
+            spec's stopping rules, or an opt-in "no progress" stop), num_step_scales
+            (8, the spec's step scales down to 1/128, or fewer), damping_mode
+            ("constant", the spec's, or "residual"): see
+            :class:`~direction_up_ik.core.settings.SolverSettings`.
+        backend: "numpy", "numba" or "auto"; see :func:`~.backend.solve_problem`.
+    Returns:
+        IKBatchResult (unreachable targets are ``success == 0``, not exceptions).
+    Raises:
+        InputValidationError / InputTypeError: any input rule broken.
+        JointLimitError: an active joint starts outside its limits.
+        NumericalFailure (a FloatingPointError): non-finite numbers while solving.
+    """
+    settings = solver_settings(
+        max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
+        frame_tol_rad=frame_tol_rad, position_weight=position_weight,
+        rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
+        stall_window=stall_window, num_step_scales=num_step_scales, damping_mode=damping_mode)
+    problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
+    return solve_problem(problem, backend=backend)

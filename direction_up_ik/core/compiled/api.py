@@ -1,0 +1,393 @@
+"""The compiled backend as Python sees it: pack a problem into the kernels' arrays, run
+them (on worker threads for big batches) and assemble the result.
+
+:func:`solve` is the compiled equivalent of the numpy reference
+(``core.solver.solve_reference``), with the same results; :func:`search` runs the whole
+multi-seed search of ``core.search`` (nearest seeding, no callback) in one kernel call per
+chunk of candidates; :func:`warm_up` compiles (or loads from the disk cache) every kernel.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import namedtuple
+from typing import Optional
+
+import numpy as np
+
+from ..errors import NumericalFailure
+from ..kinematics import RobotKinematics
+from ..problem import IKProblem, build_problem
+from ..result import IKBatchResult
+from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES,
+                        SolverSettings)
+from ..targets import DirectionUpTarget
+from .iteration import run_serial
+from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
+                     Leaves, Model, Search, State, Targets)
+from .numba_support import CLOCK
+from .search_rounds import run_search
+from .seed_scan import nearest_ranks
+from .threads import chunks as slice_count, executor, worker_threads
+
+_models: "weakref.WeakKeyDictionary[RobotKinematics, dict]" = weakref.WeakKeyDictionary()
+_models_lock = threading.Lock()
+_supported: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
+
+
+def supports(problem: IKProblem) -> bool:
+    """True when this backend reproduces the problem's robot model.
+
+    The kernels recompute FK from :meth:`RobotKinematics.kernel_arrays`, so a
+    subclass that overrides the FK methods is left to the numpy backend.
+    """
+    cls = type(problem.robot)
+    verdict = _supported.get(cls)
+    if verdict is None:
+        verdict = _supported[cls] = CLOCK is not None and issubclass(cls, RobotKinematics) and all(
+            getattr(cls, name) is getattr(RobotKinematics, name)
+            for name in ("tcp_poses", "joint_perturbed_tcp_poses", "tcp_joint_motions", "_node_frames",
+                         "_tcp_from_nodes", "kernel_arrays"))
+    return verdict
+
+
+# ------------------------------------------------------------------ packing a problem
+def model_arrays(problem: IKProblem) -> Model:
+    """The problem's :data:`~.layout.Model`, cached per robot, target EEs and root transform."""
+    robot = problem.robot
+    key = (problem.ee_ids.tobytes(), problem.root_world_xform.tobytes())
+    with _models_lock:
+        per_robot = _models.setdefault(robot, {})
+        model = per_robot.get(key)
+    if model is not None:
+        return model
+    ka = robot.kernel_arrays()
+    ee_ids = np.asarray(problem.ee_ids, dtype=np.int64)
+    ee_node = ka.ee_node[ee_ids]
+    needed = set()
+    for node in ee_node:
+        node = int(node)
+        while node >= 0 and node not in needed:
+            needed.add(node)
+            node = int(ka.node_parent[node])
+    root = np.asarray(problem.root_world_xform, dtype=np.float64)
+    f8 = np.float64
+    model = Model(
+        parent=np.array(ka.node_parent, dtype=np.int64), dof=np.array(ka.node_dof, dtype=np.int64),
+        scale=np.array(ka.node_scale, dtype=f8), offset=np.array(ka.node_offset, dtype=f8),
+        jtype=np.array(ka.node_type, dtype=np.int64), rot=np.array(ka.node_rot, dtype=f8),
+        pos=np.array(ka.node_pos, dtype=f8), rot_cross=np.array(ka.node_rot_cross, dtype=f8),
+        rot_outer=np.array(ka.node_rot_outer, dtype=f8),
+        axis_parent=np.array(ka.node_axis_parent, dtype=f8),
+        axis_local=np.array(ka.node_axis_local, dtype=f8),
+        chain=np.array(sorted(needed), dtype=np.int64), ee_node=np.array(ee_node, dtype=np.int64),
+        ee_fixed=np.array(ka.ee_fixed[ee_ids], dtype=f8), dof_node=np.array(ka.dof_node, dtype=np.int64),
+        moves=np.ascontiguousarray(ka.dof_moves_tcp[:, ee_ids], dtype=np.bool_),
+        full_fk=bool(ka.mimic_on_tcp_chain),
+        root_rot=np.ascontiguousarray(root[:3, :3]), root_pos=np.ascontiguousarray(root[:3, 3]))
+    with _models_lock:
+        per_robot[key] = model
+    return model
+
+
+#: The constant part of every Config: the fixed rules both backends follow (``core.settings``).
+_CONSTANTS = dict(eps=float(FD_EPSILON), cos_eps=float(np.cos(FD_EPSILON)),
+                  sin_eps=float(np.sin(FD_EPSILON)), min_step_norm=float(MIN_STEP_NORM),
+                  stall_ratio=float(STALL_RATIO))
+
+
+def config_fields(problem: IKProblem) -> tuple:
+    """``tuple(Config)`` of the problem, built once: kept in the problem's ``__dict__``
+    (a frozen dataclass allows that), which :meth:`IKProblem.select` copies, so the
+    search's rounds of seeds reuse it. The kernel only reads these arrays."""
+    cached = problem.__dict__.get("_kernel_config")
+    if cached is None:
+        cached = problem.__dict__["_kernel_config"] = tuple(_build_config(problem))
+    return cached
+
+
+def _build_config(problem: IKProblem) -> Config:
+    # SolverSettings holds validated Python floats and ints already.
+    settings = problem.settings
+    active = problem.active
+    return Config(
+        w_pos=settings.position_weight, w_rot=settings.rotation_weight, damping=settings.damping,
+        max_step_norm=settings.max_step_norm, max_position_error=settings.max_position_error,
+        position_tol=settings.position_tol, frame_tol=settings.frame_tol_rad, max_iters=settings.max_iters,
+        active=active.astype(np.int64, order="C"), lower=problem.lower[active].astype(np.float64, order="C"),
+        upper=problem.upper[active].astype(np.float64, order="C"),
+        q_initial=problem.q_initial.astype(np.float64, order="C"),
+        analytic=problem.analytic_jacobian, stall_window=settings.stall_window,
+        fast_math=settings.jacobian == "analytic", residual_damping=settings.damping_mode == "residual",
+        damping_floor=RESIDUAL_DAMPING_FLOOR * settings.damping,
+        step_scales=np.array(STEP_SCALES[:settings.num_step_scales], dtype=np.float64), **_CONSTANTS)
+
+
+def target_arrays(problem: IKProblem) -> Targets:
+    """The problem's :data:`~.layout.Targets`: writable C-order copies of the kernel's types
+    from the read-only problem."""
+    f8, b1, p = np.float64, np.bool_, problem
+    return Targets(
+        position=p.target_position.astype(f8, order="C"), direction=p.target_direction.astype(f8, order="C"),
+        up=p.target_up.astype(f8, order="C"), has_direction=p.has_direction.astype(b1, order="C"),
+        has_up=p.has_up.astype(b1, order="C"), local_direction=p.local_direction.astype(f8, order="C"),
+        local_up=p.local_up.astype(f8, order="C"))
+
+
+# -------------------------------------------------------------------------- solving
+def solve(problem: IKProblem, q_start: Optional[np.ndarray] = None,
+          deadline: Optional[float] = None, parallel: Optional[bool] = None,
+          relay: Optional[tuple] = None) -> IKBatchResult:
+    """Compiled equivalent of :func:`direction_up_ik.core.solver.solve_reference`.
+
+    Args:
+        problem, q_start, deadline, relay: as for ``core.backend.solve_problem``.
+        parallel: cut the batch into slices solved on worker threads (the
+            kernel releases the GIL); None = when B >= ``threads.PARALLEL_MIN_CANDIDATES``
+            and there are several cores. Results do not depend on it.
+    Raises:
+        NumericalFailure: non-finite residual, Jacobian or step (same candidates
+            and message as the reference); numpy.linalg.LinAlgError: an exactly
+            singular system (as ``numpy.linalg.solve`` in the reference).
+    """
+    b, d = problem.num_candidates, len(problem.q_initial)
+    e = problem.num_targets
+    q = np.empty((b, d))
+    q[:] = problem.q_initial if q_start is None else np.reshape(q_start, (b, d))
+    model, targets = model_arrays(problem), target_arrays(problem)
+    config = config_fields(problem)  # a plain tuple
+    empty, i4, i8 = np.empty, np.int32, np.int64
+    if relay is None:
+        group = quota = np.zeros(b, dtype=i8)  # one array: the kernel only reads both
+    else:
+        group, quota = (np.ascontiguousarray(x, dtype=i8).reshape(b) for x in relay)
+    state = State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i4),
+                  reason=empty(b, i8), fail_key=empty(b, i8), done=empty(b, np.bool_),
+                  success=empty(b, i4), cost=empty(b), group=group, quota=quota)
+    has_deadline, deadline_ns = _deadline_ns(deadline)
+    if parallel is None:
+        chunks = slice_count(b)
+    else:
+        chunks = min(worker_threads(), b) if parallel else 1
+    if chunks == 1:
+        failed = run_serial(tuple(model), tuple(targets), config, tuple(state), has_deadline, deadline_ns)
+    else:
+        # Candidates are independent: each thread runs run_serial on a contiguous slice
+        # (views, so the results land in state). A slice stops at its own first numerical
+        # failure, after finishing that iteration, so the smallest fail_key over all
+        # slices and the candidates holding it are exactly those of a single call.
+        bounds = np.linspace(0, b, chunks + 1).astype(int)
+        if relay is not None:  # a relay stays in one slice (its rows interact)
+            bounds = np.unique([_group_start(group, int(x)) for x in bounds] + [b])
+        jobs = [executor().submit(run_serial, tuple(model), tuple(_rows(targets, lo, hi)), config,
+                                  tuple(_rows(state, lo, hi)), has_deadline, deadline_ns)
+                for lo, hi in zip(bounds[:-1], bounds[1:])]
+        failed = any([job.result() for job in jobs])
+    if failed:
+        _raise_failure(state.fail_key)
+    return _assemble_result(problem, state)
+
+
+#: Candidates per call of a compiled search's chunks (:func:`search`): the chunks of a big
+#: batch queue for the worker threads, so a thread that finishes early takes the next one
+#: (smaller chunks pay their dispatch and scratch more often: docs/performance.md).
+SEARCH_CHUNK_ROWS = 128
+
+#: What :func:`search` returns: the candidates' picks as an IKBatchResult (``best_index``
+#: by ``best_score``), ``starts``, ``successes`` (B,) int64, ``best_score`` (B,) (inf: no
+#: success; None when round 0 settled every candidate: then the caller scores them),
+#: ``rounds`` run (round 0 included) and ``status`` (:data:`~.layout.Search`'s ``outcome``).
+SearchOutcome = namedtuple("SearchOutcome", ("result", "starts", "successes", "best_score", "rounds",
+                                             "status"))
+
+
+def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bool, min_successes: int,
+           limit_center: bool, seed_arrays, deadline: Optional[float] = None,
+           parallel: Optional[bool] = None) -> Optional[SearchOutcome]:
+    """The multi-seed search of ``core.search`` (nearest seeding, no callback) in compiled
+    code: round 0 and every round of seeds of a candidate in one kernel call
+    (``search_rounds.run_search``), no Python between the rounds.
+
+    Args:
+        problem: built with the search's settings; num_seeds, max_rounds (>= 0, with
+            ``max_rounds * num_seeds`` at most the library's size), unlimited (see
+            :data:`~.layout.Search`), min_successes: as for the search; limit_center: the
+            "limit_center" selection (else least motion).
+        seed_arrays: called (once, only when rounds of seeds may run) for a dict of the
+            library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
+            ``center_bounded``; writable and C-contiguous but ``lib_q``, read-only; at
+            least ``max_rounds * num_seeds`` library states), or None: then this returns None.
+        deadline: ``time.perf_counter()`` value: no round starts after it, running solves
+            stop at it (reason time_budget).
+        parallel: None = a batch of at least :data:`SEARCH_CHUNK_ROWS` candidates is cut
+            into chunks of at most that many, at least one per worker thread, queued for
+            the worker threads (each with round 0 in the kernel call); False = on the
+            calling thread: round 0 first (``iteration.run_serial``), which settles most
+            single targets, then the rounds. Results do not depend on it.
+    Returns:
+        a :data:`SearchOutcome`, or None after a numerical failure (the caller then runs the
+        reference search, which raises it) or without seed arrays.
+    """
+    b, d, e = problem.num_candidates, len(problem.q_initial), problem.num_targets
+    q = np.empty((b, d))
+    q[:] = problem.q_initial
+    model, targets = model_arrays(problem), target_arrays(problem)
+    config = config_fields(problem)
+    empty, i4, i8 = np.empty, np.int32, np.int64
+    zeros = np.zeros(b, dtype=i8)
+    state = State(q=q, r=empty((b, 9 * e)), ssr=empty(b), err=empty((b, 3, e)), iterations=empty(b, i4),
+                  reason=empty(b, i8), fail_key=empty(b, i8), done=empty(b, np.bool_),
+                  success=empty(b, i4), cost=empty(b), group=zeros, quota=zeros)
+    has_deadline, deadline_ns = _deadline_ns(deadline)
+    model_t, targets_t, state_t = tuple(model), tuple(targets), tuple(state)
+    chunks = 1
+    if parallel is None and worker_threads() > 1 and b >= SEARCH_CHUNK_ROWS:
+        chunks = max(worker_threads(), -(-b // SEARCH_CHUNK_ROWS))
+    if chunks == 1:
+        if run_serial(model_t, targets_t, config, state_t, has_deadline, deadline_ns):
+            return None
+        successes = state.success.astype(i8)
+        if num_seeds == 0 or max_rounds == 0 or np.all(successes >= min_successes):
+            return SearchOutcome(_assemble_result(problem, state), np.ones(b, dtype=i8), successes, None, 1, 0)
+    arrays = seed_arrays()
+    if arrays is None:
+        return None
+    arrays["leaves"] = tuple(arrays["leaves"])
+    spec = Search(round0_done=chunks == 1, num_seeds=int(num_seeds), max_rounds=int(max_rounds),
+                  unlimited=bool(unlimited), min_successes=int(min_successes), limit_center=bool(limit_center),
+                  starts=empty(b, i8), successes=empty(b, i8), best_score=empty(b),
+                  outcome=np.zeros((chunks, 2), dtype=i8), **arrays)
+    if chunks == 1:
+        failed = run_search(model_t, targets_t, config, state_t, has_deadline, deadline_ns,
+                            tuple(spec._replace(outcome=spec.outcome[0])))
+    else:
+        bounds = np.linspace(0, b, chunks + 1).astype(int).tolist()
+        jobs = [executor().submit(
+            run_search, model_t, tuple(_rows(targets, lo, hi)), config, tuple(_rows(state, lo, hi)),
+            has_deadline, deadline_ns,
+            tuple(spec._replace(query=spec.query[lo:hi], starts=spec.starts[lo:hi],
+                                successes=spec.successes[lo:hi], best_score=spec.best_score[lo:hi],
+                                outcome=spec.outcome[i])))
+            for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        failed = any([job.result() for job in jobs])
+    if failed:
+        return None
+    return SearchOutcome(_assemble_result(problem, state, spec.best_score), spec.starts, spec.successes,
+                         spec.best_score, int(spec.outcome[:, 0].max()), int(spec.outcome[:, 1].max()))
+
+
+def _group_start(group: np.ndarray, i: int) -> int:
+    """The first row of the run of equal ``group`` values that holds row i (i <= len)."""
+    while 0 < i < len(group) and group[i] == group[i - 1]:
+        i -= 1
+    return i
+
+
+def _deadline_ns(deadline: Optional[float]):
+    """(has_deadline, the same instant on the kernels' clock (``numba_support.CLOCK``) in ns).
+
+    Like the reference's ``time.perf_counter() > deadline``: NaN or +inf never
+    stops, -inf stops at once (remaining time clamped to +-1e9 s).
+    """
+    if deadline is None:
+        return False, 0
+    remaining = float(deadline) - time.perf_counter()
+    if not remaining < 1e9:  # NaN, +inf, or far away
+        return False, 0
+    return True, time.clock_gettime_ns(CLOCK) + round(max(remaining, -1e9) * 1e9)
+
+
+def _rows(fields, lo: int, hi: int):
+    """The same named tuple with every candidate-leading array cut to rows lo:hi (views)."""
+    if isinstance(fields, Targets):
+        return fields._replace(position=fields.position[lo:hi], direction=fields.direction[lo:hi],
+                               up=fields.up[lo:hi], has_direction=fields.has_direction[lo:hi],
+                               has_up=fields.has_up[lo:hi])
+    return type(fields)(*(x[lo:hi] for x in fields))
+
+
+def _raise_failure(fail_key: np.ndarray) -> None:
+    failed = fail_key >= 0
+    first = int(np.min(fail_key[failed]))
+    phase = first % PHASES_PER_ITERATION
+    if phase == PHASE_SINGULAR:
+        raise np.linalg.LinAlgError("Singular matrix")
+    what = {PHASE_JACOBIAN: "Jacobian", PHASE_STEP: "joint step"}.get(phase, "residual")
+    raise NumericalFailure(sorted(int(c) for c in np.flatnonzero(fail_key == first)),
+                           f"non-finite {what}")
+
+
+def _assemble_result(problem: IKProblem, state: State, score: Optional[np.ndarray] = None) -> IKBatchResult:
+    """Assemble the result exactly as the reference does; ``best_index`` is the lowest
+    ``score`` (default: ``cost``) when a candidate succeeded."""
+    # The kernel computed success, cost and the NaN of free parts (finish_candidate),
+    # so this is a handful of numpy calls even for one candidate.
+    err = state.err.transpose(1, 0, 2).copy()  # (3, B, E): position, direction, up
+    success = state.success
+    best = int((state.cost if score is None else score).argmin()) if success.any() else None
+    return IKBatchResult(
+        joint_q=state.q.astype(np.float32), success=success, cost=state.cost,
+        best_index=best, position_error=err[0], direction_error=err[1], up_error=err[2],
+        iterations=state.iterations,
+        stop_reason=tuple(map(REASONS.__getitem__, state.reason.tolist())),
+        active_dof_ids=tuple(problem.active.tolist()))
+
+
+# -------------------------------------------------------------------------- warm-up
+def search_loaded() -> bool:
+    """True once the compiled search is compiled or loaded in this process."""
+    return bool(run_search.signatures)
+
+
+def _warm_up_search(problem: IKProblem) -> None:
+    """Searches of ``problem`` with a two-state library and arrays of the types the search
+    module passes (``core.search``), to compile ``search_rounds.run_search``."""
+    d, a = len(problem.q_initial), problem.active
+    lib_q = np.tile(problem.q_initial, (2, 1))
+    lib_q.setflags(write=False)
+    leaves = Leaves(points_t=np.zeros((3, 2)), index=np.arange(2, dtype=np.int64),
+                    start=np.array([0, 2], dtype=np.int64), lo_t=np.zeros((3, 1)), hi_t=np.zeros((3, 1)))
+    arrays = dict(leaves=leaves, query=np.zeros((problem.num_candidates, 3)), lib_q=lib_q,
+                  periodic=np.array([a[0]], dtype=np.int64), periodic_lo=np.array([-3.0]),
+                  periodic_hi=np.array([3.0]), anchor=np.zeros(d), center_mid=np.zeros(len(a)),
+                  center_half=np.ones(len(a)), center_bounded=np.ones(len(a), dtype=np.bool_))
+    for deadline in (None, time.perf_counter() + 60.0):
+        search(problem, num_seeds=1, max_rounds=2, unlimited=False, min_successes=2, limit_center=True,
+               seed_arrays=lambda: arrays, deadline=deadline)
+
+
+_WARM_UP_URDF = """<robot name='warm_up'><link name='base'/><link name='l1'/><link name='l2'/>
+  <link name='tip'/>
+  <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
+    <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+  <joint name='j2' type='prismatic'><parent link='l1'/><child link='l2'/>
+    <origin xyz='0.3 0 0'/><axis xyz='1 0 0'/><limit lower='0' upper='0.2' effort='1' velocity='1'/></joint>
+  <joint name='j3' type='revolute'><parent link='l2'/><child link='tip'/><origin xyz='0.2 0 0'/>
+    <axis xyz='0 1 0'/><mimic joint='j1' multiplier='0.5'/>
+    <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+</robot>"""
+
+
+def warm_up() -> float:
+    """Compile (or load from the cache) every kernel on a tiny problem; returns seconds taken.
+
+    Runs the shortcut and full-FK Jacobians, a deadline, the threaded path, the search and
+    the seed scan.
+    """
+    t0 = time.perf_counter()
+    settings = SolverSettings(max_position_error=0.03, max_iters=3)
+    targets = [(DirectionUpTarget(0, (0.3, y, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0)),)
+               for y in (0.2, -0.2)]
+    for mimic in (False, True):
+        text = _WARM_UP_URDF if mimic else _WARM_UP_URDF.replace("<mimic joint='j1' multiplier='0.5'/>", "")
+        robot = RobotKinematics.from_urdf(text, ["tip"])
+        problem = build_problem(robot, targets, None, "cpu", None, settings)
+        solve(problem, parallel=False)
+        solve(problem, deadline=time.perf_counter() + 60.0, parallel=True)
+        _warm_up_search(problem)
+    leaves = Leaves(np.zeros((3, 4)), np.arange(4, dtype=np.int64), np.array([0, 2, 4], dtype=np.int64),
+                    np.zeros((3, 2)), np.zeros((3, 2)))
+    nearest_ranks(tuple(leaves), np.zeros((1, 3)), 1, 2)
+    return time.perf_counter() - t0

@@ -1,0 +1,145 @@
+"""numba helpers of the compiled backend: decorators, the disk cache, a clock, stack arrays.
+
+* :func:`njit_cached` makes a kernel entry point: compiled once, kept in numba's disk cache.
+  numba checks a cached kernel against the source file that defines it only, while the
+  kernels here are compiled together with helpers from the other modules of this package;
+  so the cache is keyed on all of them (:func:`source_fingerprint`): editing any module with
+  compiled code recompiles every kernel, and a stale one is never loaded.
+* :func:`jitable` marks a helper that numba compiles into the kernels calling it.
+* :func:`clock_ns` reads the monotonic clock inside a kernel (deadlines without the GIL).
+* :func:`stack_array` gives scratch arrays to code compiled without numba's runtime.
+
+Where the cache lives: ``__pycache__`` next to these files when it is writable, else
+numba's per-user cache directory (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``);
+``NUMBA_CACHE_DIR`` overrides both. With no writable location at all the kernels are
+compiled in every process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import pathlib
+import time
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import caching, cgutils
+from numba.extending import intrinsic, register_jitable
+from numba.np.arrayobj import populate_array
+
+#: The folder of this package: its ``*.py`` files but :data:`PYTHON_SIDE` are the kernels'
+#: cache key.
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+#: Modules of the package that hold no compiled code (only what Python calls; tested), so
+#: that editing them does not recompile the kernels.
+PYTHON_SIDE = ("__init__.py", "api.py", "threads.py")
+
+
+@functools.lru_cache(maxsize=None)
+def source_fingerprint(folder: pathlib.Path = PACKAGE_DIR) -> str:
+    """sha256 over the names and contents of the ``*.py`` files in ``folder`` (sorted) but
+    :data:`PYTHON_SIDE`."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.py")):
+        if path.name not in PYTHON_SIDE:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class _PackageStamp:
+    """A cache locator mixin whose source stamp covers the whole package, not one file."""
+
+    def get_source_stamp(self):
+        return source_fingerprint()
+
+
+class _UserProvidedLocator(_PackageStamp, caching.UserProvidedCacheLocator):
+    pass
+
+
+class _InTreeLocator(_PackageStamp, caching.InTreeCacheLocator):
+    pass
+
+
+class _UserWideLocator(_PackageStamp, caching.UserWideCacheLocator):
+    pass
+
+
+class _KernelCacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [_UserProvidedLocator, _InTreeLocator, _UserWideLocator]
+
+
+class KernelCache(caching.FunctionCache):
+    """numba's per-function disk cache, keyed on :func:`source_fingerprint`."""
+
+    _impl_class = _KernelCacheImpl
+
+
+def njit_cached(fn=None, **options):
+    """``numba.njit(error_model="numpy", **options)`` with a :class:`KernelCache`; bare or
+    with options.
+
+    numpy's error model: x / 0 gives inf or NaN (caught as a numerical failure, like the
+    reference) instead of raising ZeroDivisionError. Without a writable cache location
+    the kernel is compiled in every process instead of failing the import.
+    """
+    def wrap(function):
+        dispatcher = njit(error_model="numpy", **options)(function)
+        try:
+            dispatcher._cache = KernelCache(dispatcher.py_func)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            pass
+        return dispatcher
+    return wrap(fn) if fn is not None else wrap
+
+
+def jitable(fn=None, *, inline: str = "never"):
+    """``numba.extending.register_jitable`` with numpy's error model: a plain Python
+    function that numba compiles into the kernels calling it (``inline="always"``:
+    inlined in numba's IR, for the tiniest helpers)."""
+    def wrap(function):
+        return register_jitable(inline=inline, error_model="numpy")(function)
+    return wrap(fn) if fn is not None else wrap
+
+
+#: The monotonic clock the kernels read for deadlines (``time.perf_counter``'s clock on
+#: Linux); without clock_gettime this backend is not used (``api.supports``).
+CLOCK = getattr(time, "CLOCK_MONOTONIC", None)
+
+
+@intrinsic
+def clock_ns(typingctx, clock_id):
+    """``clock_gettime(clock_id)`` in nanoseconds (int64), callable from nopython code
+    without the GIL (the C library symbol is resolved when the kernel is loaded)."""
+    def codegen(context, builder, signature, args):
+        timespec = ir.LiteralStructType([ir.IntType(64), ir.IntType(64)])  # tv_sec, tv_nsec
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), timespec.as_pointer()])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "clock_gettime")
+        ts = cgutils.alloca_once(builder, timespec)
+        builder.call(fn, [builder.trunc(args[0], ir.IntType(32)), ts])
+        sec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
+        nsec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
+        return builder.add(builder.mul(sec, ir.Constant(ir.IntType(64), 1_000_000_000)), nsec)
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def stack_array(typingctx, length, dtype):
+    """An uninitialised (length,) C array of ``dtype`` (a numba number class, e.g.
+    ``np.int64``) in the calling function's stack frame; ``length`` must be an integer
+    literal. Scratch for code compiled without numba's runtime (``iteration.solve_rows``),
+    where ``np.empty`` is not available; it must not outlive the function."""
+    if not isinstance(length, types.IntegerLiteral) or not isinstance(dtype, types.NumberClass):
+        return None
+    array_type = types.Array(dtype.instance_type, 1, "C")
+
+    def codegen(context, builder, signature, args):
+        item = context.get_data_type(dtype.instance_type)
+        data = cgutils.alloca_once(builder, item, size=length.literal_value)
+        ary = context.make_array(array_type)(context, builder)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(item))
+        populate_array(ary, data=data, shape=[context.get_constant(types.intp, length.literal_value)],
+                       strides=[itemsize], itemsize=itemsize, meminfo=None)
+        return ary._getvalue()
+    return array_type(length, dtype), codegen

@@ -1,0 +1,51 @@
+"""The compiled kernels' disk cache is keyed on every module of ``core/compiled/``.
+
+numba checks a cached function against the one source file that defines it; the kernels
+are compiled together with helpers from the package's other modules, so an edit there
+must invalidate them too (``compiled.numba_support``).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytest.importorskip("numba", reason="the compiled backend needs numba (requirements/core.txt)")
+
+from direction_up_ik.core.compiled import iteration, numba_support, search_rounds, seed_scan  # noqa: E402
+
+ENTRY_POINTS = {"iteration.run_serial": iteration.run_serial, "iteration.solve_rows": iteration.solve_rows,
+                "search_rounds.run_search": search_rounds.run_search,
+                "search_rounds.search_rows": search_rounds.search_rows,
+                "seed_scan.nearest_ranks": seed_scan.nearest_ranks}
+
+
+def test_an_edit_of_any_module_changes_the_fingerprint(tmp_path):
+    copy = tmp_path / "compiled"
+    shutil.copytree(numba_support.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    original = numba_support.source_fingerprint(copy)
+    assert original == numba_support.source_fingerprint(numba_support.PACKAGE_DIR)
+    for module in ("vector_math.py", "step.py", "layout.py"):  # helpers only: no kernel defined there
+        path = copy / module
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text + "\n# edited\n", encoding="utf-8")
+        numba_support.source_fingerprint.cache_clear()
+        assert numba_support.source_fingerprint(copy) != original, module
+        path.write_text(text, encoding="utf-8")
+        numba_support.source_fingerprint.cache_clear()
+        assert numba_support.source_fingerprint(copy) == original
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_every_kernel_entry_point_uses_the_package_fingerprint(name):
+    cache = ENTRY_POINTS[name]._cache
+    assert isinstance(cache, numba_support.KernelCache), f"{name}: {type(cache).__name__}"
+    assert cache._impl.locator.get_source_stamp() == numba_support.source_fingerprint()
+
+
+def test_the_modules_left_out_of_the_fingerprint_hold_no_compiled_code():
+    for name in numba_support.PYTHON_SIDE:
+        text = (numba_support.PACKAGE_DIR / name).read_text(encoding="utf-8")
+        for marker in ("@jitable", "@njit", "njit_cached(", "@intrinsic", "register_jitable"):
+            assert marker not in text, f"{name} holds compiled code ({marker}): take it out of PYTHON_SIDE"
