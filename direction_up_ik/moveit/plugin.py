@@ -1,53 +1,23 @@
 """A Python class shaped like MoveIt's ``kinematics::KinematicsBase``.
 
 MoveIt loads only C++ plugins; its ``srv_kinematics_plugin/SrvKinematicsPlugin``
-forwards IK to a ``moveit_msgs/srv/GetPositionIK`` service, which the node can
-serve with this class (see :mod:`direction_up_ik.moveit.bridge`). Used
-directly from Python, it mirrors the C++ API with results instead of output
-arguments, and it never raises for an unreachable pose: every outcome carries a
-MoveIt error code.
-
-Poses are ``geometry_msgs/Pose``-like objects (``.position.x/y/z``,
-``.orientation.x/y/z/w``) of the tip links in ``base_frame``. A pose becomes a
-Direction-Up target through the group's configured TCP axes (``local_axes``:
-"tcp" = direction +Z / up +Y, "x_y" = +X / +Y); several tips form one
-multi-end-effector candidate.
+forwards IK to a ``moveit_msgs/srv/GetPositionIK`` service, which the node serves with
+the same planning-group IK (:mod:`direction_up_ik.groups`). Used directly from Python,
+:class:`DirectionUpKinematicsPlugin` mirrors the C++ API with results instead of output
+arguments and never raises for an unreachable pose: every outcome carries a MoveIt error
+code. Poses are ``geometry_msgs/Pose`` (or objects with its fields) of the tip links in
+the group's base frame.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from ..core import (DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem, search_problem,
-                    solve_problem, warm_up_search)
-from ..core.solver import warm_up_backend
-from .kinematics_yaml import GroupKinematicsConfig
-
-
-class MoveItErrorCode:
-    """Values of moveit_msgs/msg/MoveItErrorCodes used here."""
-
-    SUCCESS = 1
-    FAILURE = 99999
-    TIMED_OUT = -6
-    INVALID_GROUP_NAME = -15
-    INVALID_GOAL_CONSTRAINTS = -16
-    INVALID_ROBOT_STATE = -17
-    INVALID_LINK_NAME = -18
-    NO_IK_SOLUTION = -31
-
-
-@dataclass(frozen=True)
-class IKResult:
-    """``solution``: joint positions in ``get_joint_names()`` order (None unless SUCCESS)."""
-
-    solution: Optional[List[float]]
-    error_code: int
-    message: str = ""
+from ..groups.group_ik import GroupIK, MoveItErrorCode
 
 
 @dataclass(frozen=True)
@@ -59,199 +29,10 @@ class FKResult:
     message: str = ""
 
 
-#: callback(ik_poses, solution) -> bool or MoveIt error code; SUCCESS/True accepts.
-SolutionCallback = Callable[[list, List[float]], object]
+class DirectionUpKinematicsPlugin(GroupIK):
+    """KinematicsBase-shaped IK and FK for one planning group (a chain or several tips):
+    :class:`~direction_up_ik.groups.group_ik.GroupIK` plus ``get_position_fk``."""
 
-
-def _pose_arrays(pose):
-    p, o = pose.position, pose.orientation
-    position = np.array([p.x, p.y, p.z], dtype=np.float64)
-    quat = np.array([o.x, o.y, o.z, o.w], dtype=np.float64)
-    return position, quat
-
-
-class DirectionUpKinematicsPlugin:
-    """KinematicsBase-shaped IK for one planning group (a chain or several tips)."""
-
-    def __init__(self, config: Optional[GroupKinematicsConfig] = None) -> None:
-        self._config = config
-        self._robot: Optional[RobotKinematics] = None
-
-    @property
-    def config(self) -> Optional[GroupKinematicsConfig]:
-        """The group's kinematics.yaml settings."""
-        return self._config
-
-    # ------------------------------------------------------------ set-up
-    def initialize(self, robot_description: str, group_name: str, base_frame: str,
-                   tip_frames: Sequence[str], search_discretization: float = 0.005) -> bool:
-        """Build the model of ``base_frame`` -> ``tip_frames``; False (and a reason) on failure.
-
-        The group's joints are the movable joints on the paths from ``base_frame``
-        to the tips, in URDF order. ``search_discretization`` is accepted for API
-        compatibility; the search samples seeds (library states nearest the target, then
-        random ones) instead of discretising. Loads the compiled kernel and builds the
-        group's seed library (about 0.4 s in a fresh process; :meth:`_warm_up`).
-        """
-        if isinstance(tip_frames, str):
-            tip_frames = [tip_frames]
-        config = self._config or GroupKinematicsConfig(group=group_name)
-        try:
-            robot = RobotKinematics.from_urdf(robot_description, list(tip_frames), root_link=base_frame)
-        except DirectionUpIKError as exc:
-            self.error = f"initialize failed: {exc}"
-            return False
-        moving = np.any(robot.dof_moves_tcp, axis=1)
-        self._robot = robot
-        self._config = config
-        self._group = group_name
-        self._base = base_frame
-        self._tips = tuple(tip_frames)
-        self._search_discretization = float(search_discretization)
-        self._active = np.flatnonzero(moving)
-        self._joint_names = [robot.joint_names[i] for i in self._active]
-        self.error = ""
-        self._warm_up()
-        return True
-
-    def _warm_up(self) -> None:
-        """Load the compiled kernel and build the seed library now (MoveIt initializes a plugin
-        once, at start-up), not inside the first queries' timeouts: without it the first
-        search of a fresh process took about 0.35 s and the first seeded one about 10 ms,
-        against the default 5 ms. The library holds for queries without consistency limits
-        (those seed the search with uniform draws in their box instead)."""
-        warm_up_backend()
-        robot = self._robot
-        tcp = robot.tcp_transforms(robot.joint_q[None])[0]
-        example = tuple(self._target_at(e, tcp[e, :3, 3], tcp[e, :3, :3]) for e in range(len(self._tips)))
-        try:
-            warm_up_search(robot, [example], tuple(self._active))
-        except DirectionUpIKError:
-            pass  # a set-up the search cannot serve: its queries report why
-
-    def get_joint_names(self) -> List[str]:
-        """Joints of the group (the order of seeds and solutions)."""
-        return list(self._joint_names) if self._robot else []
-
-    def get_link_names(self) -> List[str]:
-        """Tip links of the group."""
-        return list(self._tips) if self._robot else []
-
-    def get_group_name(self) -> str:
-        return self._group if self._robot else ""
-
-    def get_base_frame(self) -> str:
-        return self._base if self._robot else ""
-
-    def supports_group(self, joint_names: Sequence[str], tip_frames: Optional[Sequence[str]] = None):
-        """(True, "") when a group of these joints (and tips) can be served, else (False, reason)."""
-        if self._robot is None:
-            return False, "plugin not initialized"
-        unknown = [n for n in joint_names if n not in self._robot.joint_names]
-        if unknown:
-            return False, f"joints {unknown} are not below base frame '{self._base}'"
-        if tip_frames is not None:
-            missing = [t for t in tip_frames if t not in self._robot.link_names]
-            if missing:
-                return False, f"tip frames {missing} are not below base frame '{self._base}'"
-        return True, ""
-
-    # -------------------------------------------------------------- IK
-    def get_position_ik(self, ik_poses, ik_seed_state: Sequence[float], options=None) -> IKResult:
-        """One local solve (the spec's algorithm, with the group's settings: step cap 1.0 by
-        default when the group searches, see kinematics_yaml) from the seed state."""
-        return self._solve(ik_poses, ik_seed_state, timeout=None, consistency_limits=None,
-                           solution_callback=None, search=False)
-
-    def search_position_ik(self, ik_poses, ik_seed_state: Sequence[float], timeout: Optional[float] = None,
-                           consistency_limits: Optional[Sequence[float]] = None,
-                           solution_callback: Optional[SolutionCallback] = None, options=None) -> IKResult:
-        """Multi-seed search until a solution is accepted or ``timeout`` (s) passes.
-
-        ``consistency_limits`` bound each joint to seed +- limit; a ``solution_callback``
-        returning anything but True/SUCCESS rejects a solution and the search goes on.
-        """
-        return self._solve(ik_poses, ik_seed_state, timeout=timeout, consistency_limits=consistency_limits,
-                           solution_callback=solution_callback, search=True)
-
-    def _solve(self, ik_poses, seed, timeout, consistency_limits, solution_callback, search) -> IKResult:
-        if self._robot is None:
-            return IKResult(None, MoveItErrorCode.FAILURE, "plugin not initialized")
-        poses = list(ik_poses) if isinstance(ik_poses, (list, tuple)) else [ik_poses]
-        if len(poses) != len(self._tips):
-            return IKResult(None, MoveItErrorCode.INVALID_GOAL_CONSTRAINTS,
-                            f"expected {len(self._tips)} poses (one per tip), got {len(poses)}")
-        robot, config = self._robot, self._config
-        try:
-            seed = np.asarray(seed, dtype=np.float64)
-        except (TypeError, ValueError):
-            return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE, "ik_seed_state must be numbers")
-        if seed.shape != (len(self._active),) or not np.all(np.isfinite(seed)):
-            return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE,
-                            f"ik_seed_state must be {len(self._active)} finite values ({self._joint_names})")
-        try:
-            targets = tuple(self._target(e, pose) for e, pose in enumerate(poses))
-        except (DirectionUpIKError, ValueError, AttributeError, TypeError) as exc:
-            return IKResult(None, MoveItErrorCode.INVALID_GOAL_CONSTRAINTS, f"invalid pose: {exc}")
-        bounds = None
-        if consistency_limits is not None:
-            limits = np.asarray(consistency_limits, dtype=np.float64)
-            if limits.shape != seed.shape or np.any(~np.isfinite(limits)) or np.any(limits < 0):
-                return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE,
-                                f"consistency_limits must be {len(seed)} finite non-negative values")
-            lower, upper = robot.lower_limits.copy(), robot.upper_limits.copy()
-            lower[self._active] = np.maximum(lower[self._active], seed - limits)
-            upper[self._active] = np.minimum(upper[self._active], seed + limits)
-            bounds = (lower, upper)
-        q = np.array(robot.joint_q, dtype=np.float64)
-        q[self._active] = seed
-        robot.joint_q[:] = q
-        timeout = config.timeout if timeout is None or timeout <= 0 else float(timeout)
-        try:
-            problem = build_problem(robot, (targets,), tuple(self._active), "cpu", None, config.settings,
-                                    joint_bounds=bounds)
-        except DirectionUpIKError as exc:
-            return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE, str(exc))
-        try:
-            if not search:
-                result, timed_out = solve_problem(problem), False
-            else:
-                accept = None
-                if solution_callback is not None:
-                    def accept(_, joints):
-                        verdict = solution_callback(poses, joints[self._active].astype(float).tolist())
-                        return verdict is True or verdict == MoveItErrorCode.SUCCESS
-                # Consistency limits narrow the bounds to a box around the seed: uniform
-                # starts in it, not the seed library, which such bounds would rebuild for
-                # every query (4-11 ms of a 5 ms budget).
-                found = search_problem(problem, num_seeds=config.num_seeds, time_budget=timeout,
-                                       max_rounds=None, selection=config.selection,
-                                       random_seed=config.random_seed, accept=accept,
-                                       seeding="nearest" if bounds is None else "random")
-                result, timed_out = found.result, found.timed_out
-        except FloatingPointError as exc:
-            return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
-        if result.best_index is None:
-            code = MoveItErrorCode.TIMED_OUT if search and timed_out else MoveItErrorCode.NO_IK_SOLUTION
-            return IKResult(None, code, f"no solution (position error {result.position_error[0].max():.4g} m)")
-        solution = result.joint_q[0][self._active].astype(np.float64).tolist()
-        return IKResult(solution, MoveItErrorCode.SUCCESS)
-
-    def _target(self, ee: int, pose) -> DirectionUpTarget:
-        position, quat = _pose_arrays(pose)
-        if not (np.all(np.isfinite(position)) and np.all(np.isfinite(quat))) or np.linalg.norm(quat) < 1e-9:
-            raise ValueError("position and orientation must be finite with a non-zero quaternion")
-        return self._target_at(ee, position, Rotation.from_quat(quat).as_matrix())
-
-    def _target_at(self, ee: int, position: np.ndarray, rot: np.ndarray) -> DirectionUpTarget:
-        """The group's target (its mode and local axes) for tip ``ee`` at this pose (m, (3, 3))."""
-        axis = 2 if self._config.local_axes == "tcp" else 0
-        up = None if self._config.mode == "axis" else rot[:, 1]
-        if self._config.local_axes == "tcp":
-            return DirectionUpTarget(ee, position, rot[:, axis], up, None, None)
-        return DirectionUpTarget(ee, position, rot[:, axis], up)
-
-    # -------------------------------------------------------------- FK
     def get_position_fk(self, link_names: Sequence[str], joint_angles: Sequence[float]) -> FKResult:
         """Poses (geometry_msgs/Pose, in base_frame) of ``link_names`` at the group's ``joint_angles``."""
         from geometry_msgs.msg import Pose

@@ -3,7 +3,9 @@
 This module imports no ROS package: :data:`PARAMETERS` lists every static
 parameter (type, default, description with units, range, read-only flag) and
 :func:`end_effector_parameters` the per-end-effector ones; the node turns them
-into ``ParameterDescriptor`` s. :func:`config_from_values` converts a ``{name:
+into ``ParameterDescriptor`` s. The ``solver.*`` and ``search.*`` parameters are generated
+from the core's settings schema (``core/settings.py``: SolverSettings, SearchSettings and
+the node's own defaults stated there). :func:`config_from_values` converts a ``{name:
 value}`` mapping into a :class:`NodeConfig` and re-validates everything, so YAML
 files, live updates and tests share one set of rules and messages.
 
@@ -25,14 +27,13 @@ import math
 import pathlib
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from ..core.errors import DirectionUpIKError, InputValidationError
-from ..core.search import (SEARCH_DAMPING_MODE, SEARCH_JACOBIAN, SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES,
-                           SEARCH_STALL_WINDOW, SELECTIONS)
-from ..core.settings import STEP_SCALES, SolverSettings
+from ..core.settings import (DEFAULT_MAX_POSITION_ERROR, NODE_SEARCH_DEFAULTS, SEARCH_SOLVER_DEFAULTS, Rule,
+                             SearchSettings, SolverSettings, defaults as setting_defaults, rules)
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 
 
@@ -69,19 +70,59 @@ class ParameterSpec:
 
 COMMAND_TYPES = ("joint_state", "joint_trajectory", "float64_multi_array")
 LOCAL_AXES_CHOICES = ("x_y", "tcp")  # +X/+Y (spec default) or full TCP convention +Z/+Y
-_SOLVER_DESCRIPTIONS = {
-    "max_position_error": "position guard inside the iteration, metres (spec 5.4; not the success tolerance)",
-    "max_iters": "maximum iterations per candidate",
-    "position_tol": "success: each EE position error strictly below this, metres",
-    "frame_tol_rad": "success: each EE direction and aligned-up error strictly below this, radians",
-    "position_weight": "weight of the position residual components",
-    "rotation_weight": "weight of the direction/up residual components",
-    "damping": "damping added to the diagonal of J^T J",
-    "max_step_norm": "cap on the norm of the whole active-joint step per iteration (rad / m)",
-}
-_SOLVER_DEFAULTS = dict(max_position_error=0.03, max_iters=32, position_tol=1e-3,
-                        frame_tol_rad=1e-2, position_weight=1.0, rotation_weight=1.0,
-                        damping=1e-3, max_step_norm=0.25)
+
+# ------------------------------------------- solver.* and search.*, from the settings schema
+#: The search's solver settings the node exposes as ``search.<name>`` (the search's own
+#: defaults); the other solver settings of the search's local solves are ``solver.*``'s.
+SEARCH_SOLVER_FIELDS = tuple(SEARCH_SOLVER_DEFAULTS)
+#: Upper bounds of parameters, so that no request keeps the node's one thread busy for long
+#: (a request's overrides may not exceed them either).
+_CAPS = {"solver.max_iters": 100_000, "solver.stall_window": 1000, "search.max_step_norm": 1000.0,
+         "search.stall_window": 1000, "search.num_seeds": 100_000, "search.max_rounds": 100_000,
+         "search.min_successes": 100_000, "search.time_budget": 3600.0, "search.random_seed": 2 ** 62}
+#: How the node writes a SearchSettings None, which a ROS parameter cannot hold.
+_NONE_AS = {"time_budget": 0.0, "max_rounds": 1, "random_seed": -1}
+_NONE_MEANS = {"time_budget": "0 = none (then search.max_rounds rounds)",
+               "max_rounds": "used when there is no time budget",
+               "random_seed": "negative = from the OS"}
+_UNIT_WORDS = {"m": "metres", "rad": "radians", "s": "seconds", "rad or m": "rad / m"}
+
+
+def _setting_parameter(name: str, rule: Rule, default, note: str = "") -> ParameterSpec:
+    """The ROS parameter ``name`` of a settings field with ``rule``."""
+    field = name.split(".", 1)[1]
+    description = rule.description + (f", {_UNIT_WORDS[rule.unit]}" if rule.unit else "")
+    if rule.optional:
+        description += f"; {_NONE_MEANS[field]}"
+    description += note
+    if default is None:
+        default = _NONE_AS[field]
+    high = _CAPS.get(name, rule.maximum)
+    if rule.kind == "choice":
+        return ParameterSpec(name, "string", default, f"{description}: {', '.join(rule.choices)}")
+    if rule.kind == "number":
+        return ParameterSpec(name, "double", float(default), description, min_value=0.0, max_value=high)
+    low = -1 if rule.kind == "seed" else rule.minimum
+    return ParameterSpec(name, "integer", int(default), description, min_value=low, max_value=high)
+
+
+def _settings_parameters() -> Tuple[Tuple[ParameterSpec, ...], Tuple[ParameterSpec, ...]]:
+    """(``solver.*``, ``search.*``) parameters generated from SolverSettings and SearchSettings."""
+    solver_rules = rules(SolverSettings)
+    solver_defaults = {**setting_defaults(SolverSettings), "max_position_error": DEFAULT_MAX_POSITION_ERROR}
+    solver = tuple(_setting_parameter(f"solver.{name}", rule, solver_defaults[name],
+                                      "; the spec's single start (and the search's, but search.*)")
+                   for name, rule in solver_rules.items())
+    search_defaults = {**setting_defaults(SearchSettings), **NODE_SEARCH_DEFAULTS}
+    search = tuple(_setting_parameter(f"search.{name}", rule, search_defaults[name])
+                   for name, rule in rules(SearchSettings).items())
+    search += tuple(_setting_parameter(f"search.{name}", solver_rules[name], SEARCH_SOLVER_DEFAULTS[name],
+                                       " (of the search's local solves; solver.* has the spec's single start's)")
+                    for name in SEARCH_SOLVER_FIELDS)
+    return solver, search
+
+
+_SOLVER_PARAMETERS, _SEARCH_PARAMETERS = _settings_parameters()
 
 PARAMETERS: Tuple[ParameterSpec, ...] = (
     ParameterSpec("robot", "string", DEFAULT_ROBOT,
@@ -99,11 +140,7 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "empty = all joints"),
     ParameterSpec("joint_states_topic", "string", "joint_states", "sensor_msgs/JointState input",
                   read_only=True),
-    *(ParameterSpec(f"solver.{name}", "integer" if name == "max_iters" else "double",
-                    _SOLVER_DEFAULTS[name], _SOLVER_DESCRIPTIONS[name],
-                    min_value=1 if name == "max_iters" else 0.0,
-                    max_value=100000 if name == "max_iters" else None)
-      for name in _SOLVER_DEFAULTS),
+    *_SOLVER_PARAMETERS,
     ParameterSpec("limits.max_candidates", "integer", 1000, "most candidates per request",
                   min_value=1, max_value=1_000_000),
     ParameterSpec("limits.max_targets_per_candidate", "integer", 8, "most targets per candidate",
@@ -113,37 +150,7 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
     ParameterSpec("limits.max_seeds", "integer", 64, "most starts per candidate and round "
                   "of the multi-seed search (search.num_seeds or overrides.num_seeds)",
                   min_value=0, max_value=100000),
-    ParameterSpec("search.num_seeds", "integer", 0, "multi-seed search: in-limit starts per candidate "
-                  "and round of seeds (the seed library's nearest the target first), after the solve from "
-                  "the current state; 0 = the spec's single start", min_value=0, max_value=100000),
-    ParameterSpec("search.max_step_norm", "double", SEARCH_MAX_STEP_NORM, "step cap of the search's "
-                  "local solves, rad / m (solver.max_step_norm applies to the spec's single start; "
-                  "a request's overrides.max_step_norm wins over both)", min_value=0.0,
-                  max_value=1000.0),
-    ParameterSpec("search.jacobian", "string", SEARCH_JACOBIAN, "Jacobian of the search's local solves: "
-                  "analytic (exact, faster) or finite_difference (the spec's, which the single start "
-                  "always uses)"),
-    ParameterSpec("search.stall_window", "integer", SEARCH_STALL_WINDOW, "the search's local solves stop "
-                  "when their residual fell by less than 5 % over this many steps (the seeds take over); "
-                  "0 = off (the spec's stopping rules, which the single start always uses)",
-                  min_value=0, max_value=1000),
-    ParameterSpec("search.num_step_scales", "integer", SEARCH_NUM_STEP_SCALES, "step scales 1, 1/2, "
-                  "1/4, ... the search's local solves try before a step is not acceptable; 8 = the "
-                  "spec's (down to 1/128, which the single start always uses)", min_value=1,
-                  max_value=len(STEP_SCALES)),
-    ParameterSpec("search.damping_mode", "string", SEARCH_DAMPING_MODE, "damping of the search's local "
-                  "solves: residual (min(solver.damping, the weighted squared residual): fast near "
-                  "singular poses) or constant (solver.damping, the spec's, which the single start "
-                  "always uses)"),
-    ParameterSpec("search.time_budget", "double", 0.0, "seconds per request for the search; 0 = none "
-                  "(then search.max_rounds rounds)", min_value=0.0, max_value=3600.0),
-    ParameterSpec("search.max_rounds", "integer", 1, "rounds of seeds after the solve from the current "
-                  "state, when there is no time budget",
-                  min_value=1, max_value=100000),
-    ParameterSpec("search.selection", "string", "least_motion", "among a candidate's successes keep "
-                  "least_motion (the spec's cost) or limit_center"),
-    ParameterSpec("search.random_seed", "integer", 0, "seed of the start generator (same request, "
-                  "same answer); negative = from the OS", min_value=-1, max_value=2**62),
+    *_SEARCH_PARAMETERS,
     ParameterSpec("moveit.kinematics_yaml", "string", "", "MoveIt kinematics.yaml whose groups "
                   "(direction_up_ik.base_frame / tip_frames) are served as moveit_msgs/GetPositionIK "
                   "when moveit_msgs is installed; empty = no bridge", read_only=True),
@@ -230,12 +237,8 @@ class NodeConfig:
     markers_namespace: str
     markers_rate_hz: float
     max_seeds: int
-    search_num_seeds: int
-    search_solver: SolverSettings  # solver.* with search.max_step_norm/jacobian: the search's local solves
-    search_time_budget: float
-    search_max_rounds: int
-    search_selection: str
-    search_random_seed: int
+    search: SearchSettings  # search.*: None where the parameter holds its "none" value
+    search_solver: SolverSettings  # solver.* with search.<SEARCH_SOLVER_FIELDS>: the search's local solves
     moveit_kinematics_yaml: str
     moveit_service_name: str
 
@@ -262,9 +265,11 @@ def bundled_end_effector_defaults(values: Mapping[str, Any], name: str):
     return next((e for e in robot.end_effectors if e.name == name), None)
 
 
-def _number(values, name, kind):
-    value = values.get(name, PARAMETER_BY_NAME[name].default if name in PARAMETER_BY_NAME else None)
-    if kind == "integer":
+def _number(values, name):
+    """The value of numeric parameter ``name`` (or its default) of the parameter's type."""
+    spec = PARAMETER_BY_NAME[name]
+    value = values.get(name, spec.default)
+    if spec.type == "integer":
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ConfigError(name, f"must be an integer, got {value!r}")
         return int(value)
@@ -282,6 +287,48 @@ def _check_range(name, value):
     return value
 
 
+def _settings(cls, values: Mapping[str, Any], parameter_of):
+    """``cls(**values)``; a broken rule becomes a ConfigError naming ``parameter_of(field)``."""
+    try:
+        return cls(**values)
+    except InputValidationError as exc:
+        raise ConfigError(parameter_of(exc.field), exc.rule) from None
+
+
+def _setting_values(values: Mapping[str, Any], specs) -> Dict[str, Any]:
+    """{field: value} of generated ``<prefix>.<field>`` parameters, range-checked (numbers in
+    the parameter's range; choices are checked by the settings class)."""
+    out = {}
+    for spec in specs:
+        field = spec.name.split(".", 1)[1]
+        if spec.type == "string":
+            out[field] = values.get(spec.name, spec.default)
+        else:
+            value = _number(values, spec.name)
+            out[field] = _check_range(spec.name, value) if math.isfinite(value) else value
+    return out
+
+
+def settings_from_values(values: Mapping[str, Any]):
+    """(solver, search_solver, search): the ``solver.*`` / ``search.*`` parameters as settings.
+
+    Raises:
+        ConfigError: naming the parameter whose value breaks its rule.
+    """
+    solver_values = _setting_values(values, _SOLVER_PARAMETERS)
+    solver = _settings(SolverSettings, solver_values, lambda field: f"solver.{field}")
+    search_values = _setting_values(values, _SEARCH_PARAMETERS)
+    overrides = {name: search_values.pop(name) for name in SEARCH_SOLVER_FIELDS}
+    search_solver = _settings(SolverSettings, {**solver_values, **overrides},
+                              lambda field: f"{'search' if field in overrides else 'solver'}.{field}")
+    if search_values["time_budget"] == 0.0:  # the parameters' "none"
+        search_values["time_budget"] = None
+    if search_values["random_seed"] < 0:
+        search_values["random_seed"] = None
+    search = _settings(SearchSettings, search_values, lambda field: f"search.{field}")
+    return solver, search_solver, search
+
+
 def _vector3(values, name):
     value = values.get(name)
     try:
@@ -291,18 +338,6 @@ def _vector3(values, name):
     if len(out) != 3 or not all(math.isfinite(v) for v in out):
         raise ConfigError(name, f"must be 3 finite numbers, got {list(out)}")
     return out
-
-
-def solver_settings_from_values(values: Mapping[str, Any]) -> SolverSettings:
-    """``solver.*`` parameters -> SolverSettings; errors name the parameter."""
-    kwargs = {}
-    for name in _SOLVER_DEFAULTS:
-        full = f"solver.{name}"
-        kwargs[name] = _number(values, full, PARAMETER_BY_NAME[full].type)
-    try:
-        return SolverSettings(**kwargs)
-    except InputValidationError as exc:
-        raise ConfigError(f"solver.{exc.field}", exc.rule) from None
 
 
 def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
@@ -351,11 +386,11 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
 
     ints = {}
     for name in ("limits.max_candidates", "limits.max_targets_per_candidate", "limits.max_batch_size"):
-        ints[name] = _check_range(name, _number(values, name, "integer"))
+        ints[name] = _check_range(name, _number(values, name))
     command_type = get("command.type")
     if command_type not in COMMAND_TYPES:
         raise ConfigError("command.type", f"must be one of {list(COMMAND_TYPES)}, got {command_type!r}")
-    time_from_start = _number(values, "command.time_from_start", "double")
+    time_from_start = _number(values, "command.time_from_start")
     if not math.isfinite(time_from_start):
         raise ConfigError("command.time_from_start", "must be finite")
     _check_range("command.time_from_start", time_from_start)
@@ -369,33 +404,12 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     if not isinstance(namespace, str) or not _NAME_TOKEN.fullmatch(namespace):
         raise ConfigError("markers.namespace", f"must be one name token (letters, digits, '_'; not "
                                                f"starting with a digit), got {namespace!r}")
-    rate = _number(values, "markers.rate_hz", "double")
+    rate = _number(values, "markers.rate_hz")
     if not math.isfinite(rate) or rate <= 0.0:
         raise ConfigError("markers.rate_hz", f"must be > 0, got {rate}")
     _check_range("markers.rate_hz", rate)
-    for name in ("limits.max_seeds", "search.num_seeds", "search.max_rounds", "search.random_seed"):
-        ints[name] = _check_range(name, _number(values, name, "integer"))
-    budget = _number(values, "search.time_budget", "double")
-    if not math.isfinite(budget):
-        raise ConfigError("search.time_budget", "must be finite")
-    _check_range("search.time_budget", budget)
-    selection = get("search.selection")
-    if selection not in SELECTIONS:
-        raise ConfigError("search.selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
-    solver = solver_settings_from_values(values)
-    # The search's local solves: solver.* with search.max_step_norm / jacobian / stall_window /
-    # num_step_scales / damping_mode, checked by SolverSettings' own rules (errors name the search.* parameter).
-    try:
-        search_solver = solver.replace(max_step_norm=_number(values, "search.max_step_norm", "double"),
-                                       jacobian=get("search.jacobian"),
-                                       stall_window=_number(values, "search.stall_window", "integer"),
-                                       num_step_scales=_number(values, "search.num_step_scales", "integer"),
-                                       damping_mode=get("search.damping_mode"))
-    except InputValidationError as exc:
-        raise ConfigError(f"search.{exc.field}", exc.rule) from None
-    _check_range("search.max_step_norm", search_solver.max_step_norm)
-    _check_range("search.stall_window", search_solver.stall_window)
-    _check_range("search.num_step_scales", search_solver.num_step_scales)
+    ints["limits.max_seeds"] = _check_range("limits.max_seeds", _number(values, "limits.max_seeds"))
+    solver, search_solver, search = settings_from_values(values)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
@@ -406,10 +420,8 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         command_topic=get("command.topic"), command_joint_order=tuple(get("command.joint_order") or ()),
         command_time_from_start=time_from_start, publish_streaming=bool(get("command.publish_streaming")),
         markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate,
-        max_seeds=ints["limits.max_seeds"], search_num_seeds=ints["search.num_seeds"],
-        search_solver=search_solver,
-        search_time_budget=budget, search_max_rounds=ints["search.max_rounds"], search_selection=selection,
-        search_random_seed=ints["search.random_seed"], moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
+        max_seeds=ints["limits.max_seeds"], search=search, search_solver=search_solver,
+        moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
         moveit_service_name=get("moveit.service_name"))
 
 
@@ -466,21 +478,21 @@ def robot_description_text(config: NodeConfig) -> str:
         raise ConfigError("urdf_path" if config.urdf_path else "robot", f"cannot read '{path}': {exc}") from None
 
 
-def load_moveit_plugins(config: NodeConfig):
-    """{group: DirectionUpKinematicsPlugin} for ``moveit.kinematics_yaml`` ({} when unset).
+def load_group_solvers(config: NodeConfig):
+    """{group: GroupIK} for ``moveit.kinematics_yaml`` ({} when unset): the planning groups the
+    node's GetPositionIK bridge serves.
 
     Raises:
         ConfigError: unreadable or invalid kinematics.yaml, groups the robot cannot serve.
     """
     if not config.moveit_kinematics_yaml:
         return {}
-    from ..moveit.bridge import make_plugins
-    from ..moveit.kinematics_yaml import KinematicsYamlError, load_kinematics_yaml
+    from ..groups import KinematicsYamlError, load_kinematics_yaml, make_group_solvers
 
     try:
         if not pathlib.Path(config.moveit_kinematics_yaml).is_file():
             raise KinematicsYamlError(f"file '{config.moveit_kinematics_yaml}' not found")
         groups = load_kinematics_yaml(config.moveit_kinematics_yaml)
-        return make_plugins(robot_description_text(config), groups)
-    except (KinematicsYamlError, ValueError) as exc:
+        return make_group_solvers(robot_description_text(config), groups)
+    except DirectionUpIKError as exc:
         raise ConfigError("moveit.kinematics_yaml", str(exc)) from None

@@ -12,21 +12,22 @@ from typing import List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg, EndEffectorError
+from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg, EndEffectorError, SolverOverrides
 from direction_up_ik.srv import SolveDirectionUpIK
 
-from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, SolverSettings
+from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, InputValidationError, SolverSettings
+from ..core.settings import rules
 from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, as_vector3
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
 
 Response = SolveDirectionUpIK.Response
 
-#: SolverOverrides fields that map onto SolverSettings fields (0 = unset).
-OVERRIDE_FIELDS = ("max_iters", "position_tol", "frame_tol_rad", "max_position_error",
-                   "position_weight", "rotation_weight", "damping", "max_step_norm")
+#: SolverOverrides fields that are SolverSettings fields (0 = unset), in the schema's order.
+OVERRIDE_FIELDS = tuple(name for name in rules(SolverSettings)
+                        if name in SolverOverrides.get_fields_and_field_types())
 
 
-class RequestError(Exception):
+class RequestError(DirectionUpIKError):
     """A request the node cannot serve: ``code`` is a SolveDirectionUpIK.Response constant."""
 
     def __init__(self, code: int, message: str) -> None:
@@ -51,7 +52,8 @@ def local_axes_of(msg: TargetMsg, ee: EndEffectorConfig):
         return None, None
     if mode == TargetMsg.LOCAL_AXES_EXPLICIT:
         return _vec(msg.local_direction), _vec(msg.local_up)
-    raise ValueError(f"local_axes: unknown value {mode} (valid: 0 default +X/+Y, 1 tcp +Z/+Y, 2 explicit, 3 configured)")
+    raise InputValidationError("local_axes", f"unknown value {mode} (valid: 0 default +X/+Y, 1 tcp +Z/+Y, "
+                                             "2 explicit, 3 configured)")
 
 
 def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEffectorConfig],
@@ -89,7 +91,8 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
                 # Check before transforming, so messages show the values as sent; fields the
                 # mode ignores are not read at all.
                 if msg.mode not in (TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION):
-                    raise ValueError(f"mode: unknown value {msg.mode} (valid: 0 full, 1 axis, 2 position)")
+                    raise InputValidationError("mode", f"unknown value {msg.mode} (valid: 0 full, 1 axis, "
+                                                       "2 position)")
                 position = rot @ as_vector3(_vec(msg.position), "position") + trans
                 d = u = None
                 if msg.mode != TargetMsg.MODE_POSITION:
@@ -98,7 +101,7 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
                     u = rot @ as_vector3(_vec(msg.up), "up")
                 local_d, local_u = local_axes_of(msg, ee)
                 targets.append(DirectionUpTarget(ee_id, position, d, u, local_d, local_u))
-            except (DirectionUpIKError, ValueError) as exc:
+            except DirectionUpIKError as exc:
                 raise RequestError(Response.INVALID_REQUEST, f"{where}.{exc}") from None
         # Name the request's fields (end_effector), not the core's ee_id.
         names = [t.end_effector for t in candidate.targets]
@@ -181,13 +184,14 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
 def search_options(config, overrides):
     """Keyword arguments of ``search_problem`` for a request, or None for the spec's single start.
 
-    Request fields win over the node's ``search.*`` parameters; 0 = unset.
+    Request fields win over the node's ``search.*`` parameters (``config.search``); 0 = unset.
 
     Raises:
         RequestError: INVALID_REQUEST for a non-finite or negative time budget,
             REQUEST_TOO_LARGE for more seeds than ``limits.max_seeds``.
     """
-    num_seeds = int(overrides.num_seeds) or config.search_num_seeds
+    search = config.search
+    num_seeds = int(overrides.num_seeds) or search.num_seeds
     budget = float(overrides.time_budget)
     if not math.isfinite(budget) or budget < 0:
         raise RequestError(Response.INVALID_REQUEST, f"overrides.time_budget: must be finite and >= 0 "
@@ -199,8 +203,9 @@ def search_options(config, overrides):
                                                        f"limits.max_seeds={config.max_seeds}")
     if num_seeds == 0:
         return None
-    budget = budget or config.search_time_budget
-    seed = int(overrides.random_seed) or config.search_random_seed
-    return dict(num_seeds=num_seeds, time_budget=budget or None,
-                max_rounds=None if budget else config.search_max_rounds, selection=config.search_selection,
-                random_seed=None if seed < 0 else seed)
+    budget = budget or search.time_budget
+    seed = int(overrides.random_seed)
+    random_seed = search.random_seed if seed == 0 else (None if seed < 0 else seed)
+    return dict(num_seeds=num_seeds, time_budget=budget, max_rounds=None if budget else search.max_rounds,
+                min_successes=search.min_successes, selection=search.selection, random_seed=random_seed,
+                seeding=search.seeding)

@@ -21,6 +21,8 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from ..core.errors import DirectionUpIKError
+
 
 def float32_within_limits(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """``q`` (D,) as the solver's float32 joint state, rounded towards the inside of the limits.
@@ -47,7 +49,7 @@ def _usable(value: float) -> bool:
     return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
 
 
-class JointStateError(ValueError):
+class JointStateError(DirectionUpIKError, ValueError):
     """A solve cannot start from the joint state. ``kind`` is "missing", "unknown",
     "invalid" or "out_of_limits"; the message names the joints."""
 

@@ -42,17 +42,15 @@ from direction_up_ik.msg import DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
-                    solve_problem, warm_up_search)
-from ..core.solver import warm_up_backend
+                    solve_problem, warm_up_backend, warm_up_search)
+from ..groups import solve_position_ik
 from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
-                     load_moveit_plugins, load_robot_model)
+                     load_group_solvers, load_robot_model)
 from .conversions import (RequestError, fill_response, search_options, settings_with_overrides,
                           targets_from_candidates)
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
-# The GetPositionIK bridge is the MoveIt front end's message-independent conversion.
-from ..moveit.bridge import solve_position_ik  # noqa: E402
 
 Response = SolveDirectionUpIK.Response
 
@@ -76,8 +74,9 @@ def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
             from_value=float(spec.min_value if spec.min_value is not None else -1e308),
             to_value=float(spec.max_value if spec.max_value is not None else 1e308), step=0.0)]
     if spec.type == "integer" and (spec.min_value is not None or spec.max_value is not None):
-        d.integer_range = [IntegerRange(from_value=int(spec.min_value), to_value=int(spec.max_value),
-                                        step=1)]
+        d.integer_range = [IntegerRange(
+            from_value=int(spec.min_value if spec.min_value is not None else -2 ** 63),
+            to_value=int(spec.max_value if spec.max_value is not None else 2 ** 63 - 1), step=1)]
     return d
 
 
@@ -113,8 +112,8 @@ class DirectionUpIKNode(Node):
                                  QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
         self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve)
-        self._moveit_plugins = load_moveit_plugins(self._config)
-        if self._moveit_plugins:
+        self._group_solvers = load_group_solvers(self._config)
+        if self._group_solvers:
             self._serve_moveit_bridge()
         # RViz interactive markers (markers.*): drag targets, solved through solve().
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
@@ -308,7 +307,7 @@ class DirectionUpIKNode(Node):
 
     def _serve_moveit_bridge(self) -> None:
         """moveit_msgs/srv/GetPositionIK for srv_kinematics_plugin, when moveit_msgs imports."""
-        groups = sorted(self._moveit_plugins)
+        groups = sorted(self._group_solvers)
         try:
             from moveit_msgs.srv import GetPositionIK
         except ImportError:
@@ -317,13 +316,13 @@ class DirectionUpIKNode(Node):
                 "the GetPositionIK bridge is off")
             return
         name = self._config.moveit_service_name or next(
-            iter(self._moveit_plugins.values())).config.service_name
+            iter(self._group_solvers.values())).config.service_name
         self.create_service(GetPositionIK, name, self._on_get_position_ik)
         self.get_logger().info(f"serving moveit_msgs/GetPositionIK on '{name}' for groups {groups}")
 
     def _on_get_position_ik(self, request, response):
         with self._solve_lock:
-            answer = solve_position_ik(self._moveit_plugins, request.ik_request)
+            answer = solve_position_ik(self._group_solvers, request.ik_request)
         response.solution.joint_state.name = answer.joint_names
         response.solution.joint_state.position = [float(v) for v in answer.positions]
         response.error_code.val = int(answer.error_code)

@@ -21,8 +21,7 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.parameter import Parameter  # noqa: E402
 
 from direction_up_ik import robo_solve_ik_direction_up_multi_batch  # noqa: E402
-from direction_up_ik.core.search import (SEARCH_DAMPING_MODE, SEARCH_MAX_STEP_NORM, SEARCH_NUM_STEP_SCALES,  # noqa: E402
-                                         SEARCH_STALL_WINDOW)
+from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS  # noqa: E402
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
@@ -489,8 +488,10 @@ def test_search_jacobian_parameter(ros):
         assert result.success
         return np.array(result.joint_positions)
 
-    def local(jacobian, max_step_norm=SEARCH_MAX_STEP_NORM, stall_window=SEARCH_STALL_WINDOW,
-              num_step_scales=SEARCH_NUM_STEP_SCALES, damping_mode=SEARCH_DAMPING_MODE):
+    def local(jacobian, max_step_norm=SEARCH_SOLVER_DEFAULTS["max_step_norm"],
+              stall_window=SEARCH_SOLVER_DEFAULTS["stall_window"],
+              num_step_scales=SEARCH_SOLVER_DEFAULTS["num_step_scales"],
+              damping_mode=SEARCH_SOLVER_DEFAULTS["damping_mode"]):
         """The core's solve of the same target from the same state."""
         model.joint_q[:] = node.start
         return robo_solve_ik_direction_up_multi_batch(model, (targets_at(model, goal),), max_position_error=0.03,
@@ -499,7 +500,7 @@ def test_search_jacobian_parameter(ros):
                                                       damping_mode=damping_mode).joint_q[0]
 
     assert node.get_params("search.jacobian") == ["analytic"]
-    assert node.get_params("search.stall_window") == [SEARCH_STALL_WINDOW]
+    assert node.get_params("search.stall_window") == [SEARCH_SOLVER_DEFAULTS["stall_window"]]
     analytic, fd = local("analytic"), local("finite_difference")
     assert not np.allclose(analytic, fd, rtol=0, atol=1e-6)  # the two Jacobians take different paths
     # round 0 of the search (from the current state) solves it
@@ -520,7 +521,7 @@ def test_search_jacobian_parameter(ros):
         assert not node.set_param("search.stall_window", bad).successful
     assert node.get_params("search.stall_window") == [0]
     # search.num_step_scales: live, validated (8 = the spec's scales, down to 1/128).
-    assert node.get_params("search.num_step_scales") == [SEARCH_NUM_STEP_SCALES]
+    assert node.get_params("search.num_step_scales") == [SEARCH_SOLVER_DEFAULTS["num_step_scales"]]
     assert node.set_param("search.num_step_scales", 8).successful
     np.testing.assert_allclose(solve(num_seeds=4), local("finite_difference", stall_window=0, num_step_scales=8),
                                rtol=0, atol=1e-6)
@@ -528,7 +529,7 @@ def test_search_jacobian_parameter(ros):
         assert not node.set_param("search.num_step_scales", bad).successful
     assert node.get_params("search.num_step_scales") == [8]
     # search.damping_mode: live, validated ("constant" = the spec's damping).
-    assert node.get_params("search.damping_mode") == [SEARCH_DAMPING_MODE] == ["residual"]
+    assert node.get_params("search.damping_mode") == [SEARCH_SOLVER_DEFAULTS["damping_mode"]] == ["residual"]
     spec_damped = local("finite_difference", stall_window=0, num_step_scales=8, damping_mode="constant")
     assert not np.allclose(spec_damped, local("finite_difference", stall_window=0, num_step_scales=8),
                            rtol=0, atol=1e-6)  # the two dampings take different paths
@@ -544,7 +545,7 @@ def test_moveit_bridge_configuration(ros, ros_context):
     import importlib.util
     yaml_path = str(REPO / "config" / "panda_like_kinematics.yaml")
     node = ros.start_node("panda_like", params={"moveit.kinematics_yaml": yaml_path})
-    assert sorted(node.node._moveit_plugins) == ["panda_arm"]
+    assert sorted(node.node._group_solvers) == ["panda_arm"]
     services = dict(node.node.get_service_names_and_types())
     served = [n for n, types in services.items() if "moveit_msgs/srv/GetPositionIK" in types]
     if importlib.util.find_spec("moveit_msgs") is None:

@@ -1,4 +1,4 @@
-"""``moveit_msgs/srv/GetPositionIK`` served by the plugin, without importing moveit_msgs.
+"""``moveit_msgs/srv/GetPositionIK`` served by planning-group IK, without importing moveit_msgs.
 
 MoveIt's ``srv_kinematics_plugin/SrvKinematicsPlugin`` sends IK requests to a
 GetPositionIK service (name from ``kinematics_solver_service_name``, default
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping
 
-from .kinematics_yaml import GroupKinematicsConfig
-from .plugin import DirectionUpKinematicsPlugin, MoveItErrorCode
+from .group_ik import GroupIK, MoveItErrorCode
+from .kinematics_yaml import GroupKinematicsConfig, KinematicsYamlError
 
 FRAME_TRANSFORM_FAILURE = -21
 
@@ -30,24 +30,24 @@ class PositionIKAnswer:
     message: str
 
 
-def make_plugins(robot_description: str, groups: Mapping[str, GroupKinematicsConfig]
-                 ) -> Dict[str, DirectionUpKinematicsPlugin]:
-    """One initialised plugin per group that names base_frame and tip_frames.
+def make_group_solvers(robot_description: str, groups: Mapping[str, GroupKinematicsConfig]
+                       ) -> Dict[str, GroupIK]:
+    """One initialised :class:`GroupIK` per group that names base_frame and tip_frames.
 
     Raises:
-        ValueError: a group misses base/tips or cannot be initialised (message names it).
+        KinematicsYamlError: a group misses base/tips or cannot be initialised (message names it).
     """
-    plugins = {}
+    solvers = {}
     for name, config in groups.items():
         if not config.base_frame or not config.tip_frames:
-            raise ValueError(f"kinematics group '{name}': direction_up_ik.base_frame and tip_frames are "
-                             "required to serve GetPositionIK")
-        plugin = DirectionUpKinematicsPlugin(config)
-        if not plugin.initialize(robot_description, name, config.base_frame, config.tip_frames,
+            raise KinematicsYamlError(f"kinematics group '{name}': direction_up_ik.base_frame and tip_frames "
+                                      "are required to serve GetPositionIK")
+        solver = GroupIK(config)
+        if not solver.initialize(robot_description, name, config.base_frame, config.tip_frames,
                                  config.search_resolution):
-            raise ValueError(f"kinematics group '{name}': {plugin.error}")
-        plugins[name] = plugin
-    return plugins
+            raise KinematicsYamlError(f"kinematics group '{name}': {solver.error}")
+        solvers[name] = solver
+    return solvers
 
 
 def _seconds(duration) -> float:
@@ -56,14 +56,14 @@ def _seconds(duration) -> float:
     return float(duration or 0.0)
 
 
-def solve_position_ik(plugins: Mapping[str, DirectionUpKinematicsPlugin], ik_request) -> PositionIKAnswer:
+def solve_position_ik(solvers: Mapping[str, GroupIK], ik_request) -> PositionIKAnswer:
     """Serve one ``moveit_msgs/PositionIKRequest``-shaped request; never raises."""
     group = ik_request.group_name
-    plugin = plugins.get(group)
-    if plugin is None:
+    solver = solvers.get(group)
+    if solver is None:
         return PositionIKAnswer([], [], MoveItErrorCode.INVALID_GROUP_NAME,
-                                f"unknown group '{group}'; groups: {sorted(plugins)}")
-    joint_names = plugin.get_joint_names()
+                                f"unknown group '{group}'; groups: {sorted(solvers)}")
+    joint_names = solver.get_joint_names()
     state = ik_request.robot_state.joint_state
     given = dict(zip(state.name, state.position))
     missing = [n for n in joint_names if n not in given]
@@ -75,20 +75,20 @@ def solve_position_ik(plugins: Mapping[str, DirectionUpKinematicsPlugin], ik_req
     links = list(ik_request.ik_link_names)
     if not stamped:
         stamped = [ik_request.pose_stamped]
-        links = [ik_request.ik_link_name or plugin.get_link_names()[0]]
+        links = [ik_request.ik_link_name or solver.get_link_names()[0]]
     if len(links) != len(stamped):
         return PositionIKAnswer(joint_names, [], MoveItErrorCode.INVALID_LINK_NAME,
                                 f"{len(stamped)} poses but {len(links)} ik_link_names")
-    tips = plugin.get_link_names()
+    tips = solver.get_link_names()
     if sorted(links) != sorted(tips):
         return PositionIKAnswer(joint_names, [], MoveItErrorCode.INVALID_LINK_NAME,
                                 f"ik_link_names {links} must be the group's tips {tips}")
-    base = plugin.get_base_frame()
+    base = solver.get_base_frame()
     for ps in stamped:
         if ps.header.frame_id not in ("", base):
             return PositionIKAnswer(joint_names, [], FRAME_TRANSFORM_FAILURE,
                                     f"poses must be in the group's base frame '{base}', got "
                                     f"'{ps.header.frame_id}'")
     by_link = dict(zip(links, (ps.pose for ps in stamped)))
-    result = plugin.search_position_ik([by_link[t] for t in tips], seed, timeout=_seconds(ik_request.timeout))
+    result = solver.search_position_ik([by_link[t] for t in tips], seed, timeout=_seconds(ik_request.timeout))
     return PositionIKAnswer(joint_names, result.solution or [], result.error_code, result.message)

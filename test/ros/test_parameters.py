@@ -1,0 +1,80 @@
+"""The node's ``solver.*`` / ``search.*`` parameters are generated from the settings schema.
+
+Plain Python (``ros/config.py`` imports no ROS package): a field added to SolverSettings or
+SearchSettings must become a parameter with its default and description, and a parameter
+must turn back into the same settings.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from direction_up_ik.core.settings import (DEFAULT_MAX_POSITION_ERROR, NODE_SEARCH_DEFAULTS, SEARCH_SOLVER_DEFAULTS,
+                                           SearchSettings, SolverSettings, defaults, rules)
+from direction_up_ik.ros.config import PARAMETER_BY_NAME, ConfigError, config_from_values
+
+TYPES = {"number": "double", "integer": "integer", "seed": "integer", "choice": "string"}
+
+
+def _prefixed(prefix):
+    return {name.split(".", 1)[1]: spec for name, spec in PARAMETER_BY_NAME.items() if name.startswith(prefix)}
+
+
+def test_solver_parameters_are_the_solver_settings():
+    params = _prefixed("solver.")
+    assert list(params) == list(rules(SolverSettings))
+    wanted = {**defaults(SolverSettings), "max_position_error": DEFAULT_MAX_POSITION_ERROR}
+    for name, rule in rules(SolverSettings).items():
+        spec = params[name]
+        assert spec.default == wanted[name] and spec.type == TYPES[rule.kind], name
+        assert spec.description.startswith(rule.description), name
+        if rule.kind == "choice":
+            assert all(choice in spec.description for choice in rule.choices), name
+
+
+def test_search_parameters_are_the_search_settings_and_the_search_s_solver_defaults():
+    params = _prefixed("search.")
+    assert set(params) == set(rules(SearchSettings)) | set(SEARCH_SOLVER_DEFAULTS)
+    for name, value in SEARCH_SOLVER_DEFAULTS.items():
+        assert params[name].default == value
+        assert params[name].description.startswith(rules(SolverSettings)[name].description)
+    search_defaults = {**defaults(SearchSettings), **NODE_SEARCH_DEFAULTS}
+    for name, rule in rules(SearchSettings).items():
+        assert params[name].type == TYPES[rule.kind], name
+        assert params[name].description.startswith(rule.description), name
+        if search_defaults[name] is not None:
+            assert params[name].default == search_defaults[name], name
+    # None, which a parameter cannot hold, has a documented stand-in.
+    assert (params["time_budget"].default, params["random_seed"].min_value) == (0.0, -1)
+    assert "0 = none" in params["time_budget"].description
+    assert "negative = from the OS" in params["random_seed"].description
+
+
+def test_parameters_convert_into_the_same_settings():
+    config = config_from_values({})
+    assert config.solver == SolverSettings(max_position_error=DEFAULT_MAX_POSITION_ERROR)
+    assert config.search_solver == config.solver.replace(**SEARCH_SOLVER_DEFAULTS)
+    assert config.search == SearchSettings(**NODE_SEARCH_DEFAULTS, max_rounds=1)
+    changed = config_from_values({"solver.jacobian": "analytic", "solver.stall_window": 2,
+                                  "search.seeding": "random", "search.min_successes": 3,
+                                  "search.time_budget": 0.25, "search.random_seed": -1,
+                                  "search.damping_mode": "constant"})
+    assert changed.solver.jacobian == "analytic" and changed.solver.stall_window == 2
+    assert changed.search_solver.jacobian == "analytic"  # not a search.* field: solver.*'s
+    assert changed.search_solver.damping_mode == "constant" and changed.solver.damping_mode == "constant"
+    assert (changed.search.seeding, changed.search.min_successes) == ("random", 3)
+    assert (changed.search.time_budget, changed.search.random_seed) == (0.25, None)
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("solver.num_step_scales", 9, "must be <= 8"),
+    ("solver.damping_mode", "fading", "must be one of ['constant', 'residual']"),
+    ("search.seeding", "uniform", "must be one of ['nearest', 'random']"),
+    ("search.min_successes", 0, "must be >= 1"),
+    ("search.time_budget", float("nan"), "must be None or a finite positive number"),
+    ("search.max_step_norm", 0.0, "must be a finite positive number"),
+])
+def test_bad_values_name_the_parameter(name, value, words):
+    with pytest.raises(ConfigError) as info:
+        config_from_values({name: value})
+    assert info.value.parameter == name and words in str(info.value)
