@@ -17,30 +17,30 @@ test: venv
 demo: venv
 	$(PYTHON) -m direction_up_ik.demo
 
-# Benchmarks run with single-threaded BLAS: after a numpy/scipy BLAS call, OpenBLAS's idle
-# worker threads spin for a while, and on a 2-core machine they took CPU from the solver
-# being timed (all project modes of one robot/start 35 % slower in 2 of 5 runs).
+# Benchmarks (benchmarks/, not part of the package) run with single-threaded BLAS: after a
+# numpy/scipy BLAS call, OpenBLAS's idle worker threads spin for a while and take CPU from the
+# solver being timed (docs/performance.md).
 BENCH_ENV := OPENBLAS_NUM_THREADS=1
 
 bench: venv
-	$(BENCH_ENV) $(PYTHON) -m direction_up_ik.bench
+	$(BENCH_ENV) $(PYTHON) benchmarks/bench.py
 
-# Side-by-side with KDL, roboticstoolbox and ikpy (installed by scripts/setup_peers.sh,
+# Side-by-side with KDL, roboticstoolbox and ikpy (installed by benchmarks/setup_peers.sh,
 # never by requirements/*.txt). Figures go to build/bench_peers/.
 .PHONY: bench-peers
 BENCH_PEERS_ARGS ?= --json build/bench_peers/bench_peers.json --plot build/bench_peers/bench_peers.png
 bench-peers: venv
-	VENV="$(abspath $(VENV))" ./scripts/setup_peers.sh
+	VENV="$(abspath $(VENV))" ./benchmarks/setup_peers.sh
 	mkdir -p build/bench_peers
-	$(BENCH_ENV) $(PYTHON) -m direction_up_ik.bench_peers $(BENCH_PEERS_ARGS)
+	$(BENCH_ENV) $(PYTHON) benchmarks/bench_peers.py $(BENCH_PEERS_ARGS)
 
 # The ROS path: ~/solve round trip vs the in-process solve, ~/target -> command lag
-# (scripts/bench_ros.py; starts the node on dual_arm_torso). BENCH_ROS_ARGS e.g. --json out.json.
+# (benchmarks/bench_ros.py; starts the node on dual_arm_torso). BENCH_ROS_ARGS e.g. --json out.json.
 .PHONY: bench-ros
 BENCH_ROS_ARGS ?=
 bench-ros: venv
 	$(BENCH_ENV) ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$(ROS_DOMAIN_ID) \
-		$(PYTHON) scripts/bench_ros.py $(BENCH_ROS_ARGS)
+		$(PYTHON) benchmarks/bench_ros.py $(BENCH_ROS_ARGS)
 
 clean:
 	rm -rf $(VENV) build install log .pytest_cache .hypothesis *.egg-info

@@ -28,6 +28,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .core.errors import InputValidationError
 from .core.targets import DirectionUpTarget
 from .core.urdf_loader import parse_urdf
 
@@ -112,7 +113,7 @@ def plot_pose(robot, q, path, targets: Sequence[TargetLike] = (), *, urdf=None,
     if urdf is None:
         urdf = _bundled_urdf(robot)
         if urdf is None:
-            raise ValueError(f"urdf: robot '{robot.robot_name}' is not a bundled robot; pass its URDF")
+            raise InputValidationError("urdf", f"robot '{robot.robot_name}' is not a bundled robot; pass its URDF")
     q = np.asarray(q, dtype=np.float64)
     names = list(robot.link_names)
     origins = robot.link_transforms(q, names)[:, :3, 3]
@@ -213,13 +214,15 @@ def plot_solved_example(robot_name: str, path, seed: int = 2026,
     """Solve one random reachable full-pose candidate of bundled robot ``robot_name`` (as the
     benchmark draws them: FK of a random in-limit configuration, solved from the middle of the
     limits) and draw the solution with its targets. Returns the path written."""
-    from .bench import mid_range, random_configurations, reachable_candidates
     from .core import robo_solve_ik_direction_up_multi_batch
+    from .core.kinematics import mid_range, random_in_limits
+    from .core.targets import full_pose_candidates
     from .robots import bundled_robot, load_robot
 
     robot = load_robot(robot_name)
     robot.joint_q[:] = mid_range(robot)
-    candidates = reachable_candidates(robot, random_configurations(robot, np.random.default_rng(seed), 8))
+    reachable = random_in_limits(robot, np.random.default_rng(seed), 8)
+    candidates = full_pose_candidates(robot.tcp_transforms(reachable))
     result = robo_solve_ik_direction_up_multi_batch(robot, candidates, max_position_error=max_position_error)
     solved = np.flatnonzero(result.success)
     b = int(solved[0]) if len(solved) else 0  # the first solved one; else show the failure

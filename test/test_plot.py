@@ -11,7 +11,6 @@ pytest.importorskip("matplotlib")
 from matplotlib.image import imread  # noqa: E402
 
 from direction_up_ik import DirectionUpTarget  # noqa: E402
-from direction_up_ik import bench  # noqa: E402
 from direction_up_ik.plot import link_parents, plot_pose, plot_solved_example, target_errors  # noqa: E402
 from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 
@@ -75,14 +74,6 @@ def test_link_tree_and_errors():
     shifted = DirectionUpTarget(0, tcp[:3, 3] + (0.0, 0.0, 0.01), tcp[:3, 0], None)
     position, direction, up = target_errors(tcp, shifted)
     assert position == pytest.approx(0.01) and direction == pytest.approx(0.0, abs=1e-7) and math.isnan(up)
-
-
-def test_bench_plot_option_draws_a_solved_example(tmp_path, capsys):
-    out = tmp_path / "bench.png"
-    assert bench.main(["--targets", "2", "--robots", "ur5_like", "--plot", str(out)]) == 0
-    assert f"wrote {out}" in capsys.readouterr().out
-    _, _, ink, colours, hues = image_stats(out)
-    assert ink > 0.02 and colours >= 8 and all(hues.values())
 
 
 def test_solved_example_title_reports_success(tmp_path):

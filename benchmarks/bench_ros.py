@@ -2,7 +2,7 @@
 """Benchmark the ROS path: ``~/solve`` round trip against the in-process solve, and the
 ``~/target`` -> command streaming lag.
 
-    .venv/bin/python scripts/bench_ros.py [--requests 500] [--stream-seconds 10] \
+    .venv/bin/python benchmarks/bench_ros.py [--requests 500] [--stream-seconds 10] \
         [--target-hz 100] [--seed 0] [--json out.json]
 
 Starts ``direction_up_ik_node`` with ``config/dual_arm_torso.yaml`` as a subprocess in a
@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # driver_common
 from driver_common import (CONFIG, NODE_NAME, REPO, Judge, NodeProcess, RosClient,  # noqa: E402
                            _die_with_parent, _streamer, near, percentile, prepare_environment,
                            ros_environment, stop_worker, target_set, tcp_target, unique_namespace,
@@ -206,7 +206,7 @@ def git_state() -> dict:
 def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: float = 10.0,
         target_hz: float = 100.0, publish: bool = False) -> dict:
     from sensor_msgs.msg import JointState
-    from direction_up_ik.core.solver import warm_up_backend
+    from direction_up_ik.core.backend import warm_up_backend
     from direction_up_ik.ros.conversions import fill_response, targets_from_candidates
     from direction_up_ik.srv import SolveDirectionUpIK
     R = SolveDirectionUpIK.Response

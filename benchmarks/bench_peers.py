@@ -1,6 +1,6 @@
 """Side-by-side peer benchmark: this project against KDL, roboticstoolbox and ikpy (a script, not a test).
 
-    python -m direction_up_ik.bench_peers [--targets 1000] [--robots panda_like ur5_like]
+    .venv/bin/python benchmarks/bench_peers.py [--targets 1000] [--robots panda_like ur5_like]
         [--seed N] [--json out.json] [--plot out.png] [--smoke]
 
 Per robot: N reproducible random reachable FULL-pose targets (TCP poses from the
@@ -16,21 +16,16 @@ Solvers (inputs are prepared before timing; ``time.perf_counter`` around each ca
 * ``multi-seed search``: ``robo_search_ik_direction_up(num_seeds=4,
   time_budget=0.005)`` (its defaults otherwise: the current state first, then
   rounds of 4 seeds for a target it misses, from its seed library nearest the
-  target's pose first, local solves with ``SEARCH_SETTINGS``: step cap 1.5, step scales
-  down to 1/8), one target per call;
+  target's pose first, local solves with ``SEARCH_SOLVER_DEFAULTS``), one target per call;
 * ``batched spec`` / ``batched search``: all N targets in one
   ``robo_solve_ik_direction_up_multi_batch`` call / one
   ``robo_search_ik_direction_up(num_seeds=4, max_rounds=5)`` call (at most 5
-  rounds of 4 seeds after the current state, the same 20 seeds as 10 rounds of 2:
-  a target's seeds run one after another, so the seeds after its first success
-  cost nothing and fewer rounds save ranking and bookkeeping; on 1000 targets
-  0.92-0.98 x the time of 10 rounds of 2, 5 x 4 and 7 x 3 no faster, 2 x 10 and
-  1 x 20 slower: ranking 10-20 seeds per target costs more than it saves);
+  rounds of 4 seeds after the current state; docs/performance.md says why 5 x 4);
   the per-target time is total / N (median = p95 = that figure; the call is made
   3 times, the median total counts);
 * both searches are warmed up first (:func:`~direction_up_ik.core.warm_up_search`:
-  the seed library, 6-13 ms once per robot; the kernel compile): as for
-  the peers, set-up is not timed;
+  the seed library, once per robot; the kernel compile): as for the peers, set-up is
+  not timed;
 * ``KDL NR_JL``: PyKDL ``ChainIkSolverPos_NR_JL`` (maxiter 100, eps 1e-6), one shot
   from the start; the chain is built from the project's parsed URDF joints
   (:func:`direction_up_ik.core.urdf_loader.parse_urdf`) plus the TCP offset as a
@@ -58,8 +53,8 @@ comes from a paired timing (:func:`paired_timing`): after the tables' runs, the 
 are timed again target by target, one right after the other, in 3 sweeps, each
 target's median sweep counting. Each table row times one solver over all targets in
 one block, so two rows are seconds apart, and this shared host has slow phases of
-about a second: in blocks the ur5/random ratio moved between 2.1 and 4.9 x over eight runs.
-Likewise the batch ratio comes from :func:`paired_batch_timing`: 5 times a batched
+about a second, which move block ratios far more than paired ones (docs/performance.md).
+Likewise the batch ratio comes from :func:`paired_batch_timing`: PAIRED_BATCH_SWEEPS times a batched
 call (warm: the second of two), then an ``ik_LM`` sweep over all targets (alternating
 which goes first), the median call against the median target; the tables' block
 figures are printed beside it.
@@ -84,15 +79,15 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .core import robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch, warm_up_search
-from .core.kinematics import mid_range
-from .core.targets import full_pose_candidates
-from .core.urdf_loader import parse_urdf
-from .robots import bundled_robot, load_robot
+from direction_up_ik.core import robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch, warm_up_search
+from direction_up_ik.core.kinematics import mid_range
+from direction_up_ik.core.targets import full_pose_candidates
+from direction_up_ik.core.urdf_loader import parse_urdf
+from direction_up_ik.robots import bundled_robot, load_robot
 
 DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
 MAX_POSITION_ERROR = 0.03  # spec guard, metres
-NUM_SEEDS = 4  # per round; 3-7 measured, 4 the fastest (see core.search.robo_search_ik_direction_up)
+NUM_SEEDS = 4  # per round (docs/performance.md: why 4)
 TIME_BUDGET = 0.005  # seconds per target (multi-seed search, KDL restarts)
 BATCH_NUM_SEEDS = 4  # per round, batched search (throughput; see the module docstring)
 BATCH_MAX_ROUNDS = 5
@@ -335,7 +330,7 @@ class SearchSingle(Solver):
             return robo_search_ik_direction_up(robot, cands, max_position_error=MAX_POSITION_ERROR,
                                                num_seeds=NUM_SEEDS, time_budget=TIME_BUDGET)
         search(problem.warmup_candidates[:1])
-        warm_up_search(robot, problem.warmup_candidates[:1])  # the seed library (6-13 ms, once)
+        warm_up_search(robot, problem.warmup_candidates[:1])  # the seed library (once)
         return lambda i: search((problem.candidates[i],))
 
     def run(self, problem, q_start, rng):
@@ -410,7 +405,7 @@ def _import_peer(label: str, *modules: str, hint: str = ""):
     try:
         found = [importlib.import_module(name) for name in modules]
     except Exception as exc:  # ImportError, or a broken extension module
-        raise Skip(f"{label} not importable ({type(exc).__name__}: {exc}); run scripts/setup_peers.sh"
+        raise Skip(f"{label} not importable ({type(exc).__name__}: {exc}); run benchmarks/setup_peers.sh"
                    f"{hint}") from None
     return found[0]
 
@@ -723,7 +718,7 @@ def paired_timing(solvers: Sequence[Solver], problem: Problem, q_start: np.ndarr
     puts each solver in a different second of a shared host, whose slow phases last about
     a second; here both see the same moments. The median, not the fastest sweep: ik_LM
     restarts from random states when an attempt fails, so its fastest of three would be
-    its luckiest (that made its median 30 % lower from a random start). Returns
+    its luckiest. Returns
     {solver key: (N,) seconds}.
     """
     calls = [(solver.key, solver.call_one(problem, q_start)) for solver in solvers]
@@ -739,8 +734,7 @@ def paired_timing(solvers: Sequence[Solver], problem: Problem, q_start: np.ndarr
 
 
 #: Alternations of :func:`paired_batch_timing` (a sweep is a batched call twice and ``ik_LM``
-#: over all targets: about 0.1 s). 11 rather than 5: with 5, three runs of the same code on
-#: this shared 2-core host gave 0.30-0.41 x for the ur5 from mid-range.
+#: over all targets); fewer moved the ratio between runs of the same code (docs/performance.md).
 PAIRED_BATCH_SWEEPS = 11
 #: The batched call and the peer the batch goal compares, timed in alternation.
 PAIRED_BATCH = ("batched_search", "rtb_ik_lm")
@@ -750,11 +744,10 @@ def paired_batch_timing(batched: Solver, peer: Solver, problem: Problem, q_start
                         sweeps: int = PAIRED_BATCH_SWEEPS) -> Dict[str, float]:
     """The batch goal's two figures timed in alternation: ``sweeps`` times a batched call
     over all targets and a sweep of the peer over all targets, target by target (which
-    goes first alternates). The table times them seconds apart, and a batched call takes
-    about 20 ms, so a slow phase of this shared host can fall on either alone (the same ur5
-    cell measured 17-27 us per target over three runs). Both are timed warm, as the peer's
-    median target is: the batched call is made twice and the second one counts (right after
-    a peer sweep one took 1.21 x the time of one right after another, ur5 from mid-range).
+    goes first alternates). The table times them seconds apart, so a slow phase of this
+    shared host can fall on either alone. Both are timed warm, as the peer's median target
+    is: the batched call is made twice and the second one counts (right after a peer sweep
+    its caches are cold).
     Returns {"batch_per_target_s": median counted call / N, "peer_median_s": median over
     targets of each target's median sweep}."""
     batch_call = batched.call_all(problem, q_start)
@@ -1051,7 +1044,7 @@ def main(argv=None) -> int:
           "'flag ok, judge no': the solver reported success, the judge rejected it.")
     print(f"total benchmark time {elapsed:.1f} s")
     if args.json:
-        document = {"benchmark": "direction_up_ik.bench_peers", "smoke": args.smoke,
+        document = {"benchmark": "benchmarks/bench_peers.py", "smoke": args.smoke,
                     "settings": {"targets": args.targets, "robots": args.robots, "seed": args.seed,
                                  "max_position_error": MAX_POSITION_ERROR, "num_seeds": NUM_SEEDS,
                                  "time_budget_s": TIME_BUDGET, "batch_num_seeds": BATCH_NUM_SEEDS,

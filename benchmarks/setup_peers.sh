@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of the peer IK solvers for the side-by-side benchmark
-# (python -m direction_up_ik.bench_peers). The project itself never depends on
+# (benchmarks/bench_peers.py). The project itself never depends on
 # them: they are not in requirements/*.txt.
 #
 #   KDL   Debian package python3-pykdl (apt, needs root). It installs PyKDL for

@@ -1,15 +1,14 @@
 #!/usr/bin/env python3
 """Time this checkout's solver against an earlier revision's, interleaved in one process.
 
-    .venv/bin/python scripts/ab_compare.py [--base HEAD~1] [--robots ur5_like panda_like]
+    .venv/bin/python benchmarks/ab_compare.py [--base HEAD~1] [--robots ur5_like panda_like]
         [--mode batch|single|spec] [--targets 1000] [--sweeps 12] [--singles 300]
 
-On this shared 2-core machine a benchmark cell moves by +-20 % between runs, more than most
-single changes gain; a ratio measured in one process, old and new calls alternating, resolves
-them. The script exports ``--base`` (``git archive``) to ``build/ab/<commit>/`` with the
+On this shared 2-core machine a benchmark cell moves between runs by more than most single
+changes gain; a ratio measured in one process, old and new calls alternating, resolves them. The script exports ``--base`` (``git archive``) to ``build/ab/<commit>/`` with the
 package renamed ``dui_base`` (its imports rewritten), imports it beside the working tree's
 ``direction_up_ik`` and, on the peer benchmark's reproducible targets
-(:class:`direction_up_ik.bench_peers.Problem`) from both start states:
+(``bench_peers.Problem``) from both start states:
 
 * ``batch``: one ``robo_search_ik_direction_up`` call over all targets (the working tree's
   ``bench_peers`` batch settings for both), ``--sweeps`` alternations: median wall and CPU
@@ -17,10 +16,10 @@ package renamed ``dui_base`` (its imports rewritten), imports it beside the work
 * ``single``: the multi-seed search one target per call (4 seeds, 5 ms), ``--singles`` targets
   alternating: median and p95, new / old;
 * ``spec``: the spec's single solve one target per call: median and p95, and whether every
-  answer is the same (a speed-up of the spec mode must not change its answers).
+  answer is the same (a change of the code must not change the spec mode's answers).
 
 Each line also gives successes and the median cost (joint motion) of both. The exported copy's
-numba kernel compiles on its first use (about a minute) and is cached with it. This is a
+numba kernel compiles on its first use and is cached with it. This is a
 developer's tool, not part of the package; it needs git.
 """
 
@@ -43,6 +42,16 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "direction_up_ik"
 RENAMED = "dui_base"
+
+
+def kernel_module(package: str):
+    """The compiled backend of ``package``: ``core.compiled``, or ``core.fast`` in revisions
+    from before it became a package."""
+    import importlib
+    try:
+        return importlib.import_module(f"{package}.core.compiled")
+    except ImportError:
+        return importlib.import_module(f"{package}.core.fast")
 
 
 def export(base: str) -> Path:
@@ -91,16 +100,14 @@ def main(argv=None) -> int:
 
     sys.path.insert(0, str(export(args.base)))
     import dui_base.core as base_core  # noqa: E402
-    from dui_base.core import fast as base_fast  # noqa: E402
     from dui_base.core.targets import full_pose_candidates as base_candidates  # noqa: E402
     from dui_base.robots import load_robot as base_load  # noqa: E402
 
+    import bench_peers  # noqa: E402  (this folder's)
     import direction_up_ik.core as new_core  # noqa: E402
-    from direction_up_ik import bench_peers  # noqa: E402
-    from direction_up_ik.core import fast as new_fast  # noqa: E402
 
-    for label, fast in (("base", base_fast), ("working tree", new_fast)):
-        print(f"{label}: kernel ready in {fast.warm_up():.1f} s", flush=True)
+    for label, package in (("base", "dui_base"), ("working tree", PACKAGE)):
+        print(f"{label}: kernel ready in {kernel_module(package).warm_up():.1f} s", flush=True)
     mpe = bench_peers.MAX_POSITION_ERROR
     batch_kw = dict(max_position_error=mpe, num_seeds=bench_peers.BATCH_NUM_SEEDS,
                     max_rounds=bench_peers.BATCH_MAX_ROUNDS)

@@ -1,6 +1,6 @@
 """Benchmark of the spec solver on the bundled robots (a script, not a test).
 
-    python -m direction_up_ik.bench [--targets 1000] [--robots panda_like ur5_like dual_arm_torso]
+    .venv/bin/python benchmarks/bench.py [--targets 1000] [--robots panda_like ur5_like dual_arm_torso]
         [--backend {numpy,numba,auto}] [--compare-backends] [--search] [--memory N] [--json F]
 
 For each robot: N reproducible random reachable full-pose targets (FK of random
@@ -17,7 +17,7 @@ all solved from the same fixed start (the middle of the joint limits):
 ``--backend`` picks the solver backend (default auto: the compiled numba one
 when available); ``--compare-backends`` runs numpy and numba on the same
 targets and prints them side by side (success rates must be identical). The
-numba kernels are compiled or loaded before timing (``fast.warm_up``).
+numba kernels are compiled or loaded before timing (``compiled.warm_up``).
 ``--search`` adds the multi-seed search (``robo_search_ik_direction_up``,
 4 seeds, 5 ms budget), one target at a time: success rate, median/p95 ms.
 ``--memory N`` measures, in a fresh process per robot and backend, the peak
@@ -40,10 +40,10 @@ from typing import Dict, List
 
 import numpy as np
 
-from .core import robo_solve_ik_direction_up_multi_batch
-from .core.kinematics import mid_range, random_in_limits
-from .core.targets import full_pose_candidates
-from .robots import load_robot
+from direction_up_ik.core import robo_solve_ik_direction_up_multi_batch
+from direction_up_ik.core.kinematics import mid_range, random_in_limits
+from direction_up_ik.core.targets import full_pose_candidates
+from direction_up_ik.robots import load_robot
 
 DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
 MAX_POSITION_ERROR = 0.03
@@ -101,7 +101,7 @@ def bench_robot(name: str, n: int, seed: int, backend: str = "auto") -> Dict:
 @contextlib.contextmanager
 def auto_backend(backend: str):
     """Make "auto" mean ``backend`` (the search has no backend argument of its own)."""
-    from .core.solver import BACKEND_ENV
+    from direction_up_ik.core.backend import BACKEND_ENV
     saved = os.environ.get(BACKEND_ENV)
     if backend != "auto":
         os.environ[BACKEND_ENV] = backend
@@ -117,7 +117,7 @@ def auto_backend(backend: str):
 def bench_search(name: str, n: int, seed: int, backend: str = "auto", num_seeds: int = 4,
                  time_budget: float = 0.005) -> Dict:
     """Multi-seed search on N reachable targets, one call per target (same targets as bench_robot)."""
-    from .core.search import robo_search_ik_direction_up, warm_up_search
+    from direction_up_ik.core.search import robo_search_ik_direction_up, warm_up_search
     robot = load_robot(name)
     robot.joint_q[:] = mid_range(robot)
     rng = np.random.default_rng(seed)
@@ -239,8 +239,8 @@ def warm_up_numba() -> None:
     """Compile or load the numba kernels (not timed); prints how long it took."""
     import numba
 
-    from .core import fast
-    print(f"numba {numba.__version__}: kernels ready in {fast.warm_up():.1f} s", flush=True)
+    from direction_up_ik.core import compiled
+    print(f"numba {numba.__version__}: kernels ready in {compiled.warm_up():.1f} s", flush=True)
 
 
 def main(argv=None) -> int:
@@ -299,7 +299,7 @@ def main(argv=None) -> int:
                       handle, indent=2)
         print(f"wrote {args.json}")
     if args.plot:
-        from .plot import plot_solved_example
+        from direction_up_ik.plot import plot_solved_example
         for name in args.robots:
             out = args.plot if len(args.robots) == 1 else f"{os.path.splitext(args.plot)[0]}_{name}.png"
             print(f"wrote {plot_solved_example(name, out, seed=args.seed)}")

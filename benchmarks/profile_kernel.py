@@ -1,26 +1,25 @@
 #!/usr/bin/env python3
 """Profile the compiled (numba) solver kernel with ``perf``, function by function.
 
-    .venv/bin/python scripts/profile_kernel.py [--robot panda_like] [--start random] \
+    .venv/bin/python benchmarks/profile_kernel.py [--robot panda_like] [--start random] \
         [--mode batch|single] [--targets 1000] [--seconds 10] [--jacobian analytic|finite_difference] \
         [--output kernel.perf.data]
     perf report -i kernel.perf.data --no-children --sort symbol
 
 ``perf`` (Debian package ``linux-perf``) sees numba's machine code as anonymous ``[JIT]``
-addresses. This script compiles the kernel afresh in a temporary cache folder (about 65 s),
+addresses. This script compiles the kernel afresh in a temporary cache folder,
 prepares the workload, then attaches ``perf record`` to itself for the timed part only, and
 writes ``/tmp/perf-<pid>.map`` naming every compiled function of the kernel (``solve_rows``,
 ``evaluate``, ``jacobian_shortcut``, ``lu_solve``, ...), which ``perf report`` reads. The
 garbage collector is frozen after set-up, so the profile is the solver's. (A kernel loaded
 from numba's disk cache has no addresses to name, hence the fresh compile.)
 
-Workloads, on the benchmark's reproducible targets (``direction_up_ik.bench_peers``): ``batch``
+Workloads, on the benchmark's reproducible targets (``bench_peers.Problem``): ``batch``
 solves all targets from the start state and then two random seeds, tried in turn (the search's
 relay), for each target it missed, both as serial calls (one thread: one profile); ``single`` solves the targets one per
 call, with the search's step cap; both with the search's Jacobian unless ``--jacobian`` says
-otherwise. It found, for example, that numba's reference counting took about 30 % of
-a batch, then (as calls on null pointers and spilled registers) a third of what was left
-(fixed by compiling ``fast.solve_rows`` without numba's runtime).
+otherwise. docs/performance.md keeps what it found (e.g. why ``iteration.solve_rows`` is
+compiled without numba's runtime).
 
 This reads numba internals (the compiled library's execution engine); it is a developer's
 tool, not part of the package.
@@ -44,20 +43,32 @@ os.environ["NUMBA_CACHE_DIR"] = CACHE  # a fresh compile (see the docstring)
 
 import numpy as np  # noqa: E402
 
-from direction_up_ik.bench_peers import Problem  # noqa: E402
-from direction_up_ik.core import fast  # noqa: E402
+from bench_peers import Problem  # noqa: E402  (this folder's)
+from direction_up_ik.core import compiled  # noqa: E402
+from direction_up_ik.core.compiled import iteration  # noqa: E402
 from direction_up_ik.core.problem import build_problem  # noqa: E402
-from direction_up_ik.core.search import SEARCH_JACOBIAN, SEARCH_SETTINGS, random_starts  # noqa: E402
-from direction_up_ik.core.settings import JACOBIANS  # noqa: E402
-from direction_up_ik.core.settings import solver_settings  # noqa: E402
+from direction_up_ik.core.seeds import random_starts  # noqa: E402
+from direction_up_ik.core.settings import JACOBIANS, SEARCH_SOLVER_DEFAULTS, solver_settings  # noqa: E402
+
+
+def _short_name(mangled: str) -> str:
+    """``module.function`` of a mangled kernel symbol (``_ZN15direction_up_ik4core8compiled9iteration
+    10solve_rowsB...``), or the symbol itself."""
+    parts, rest = [], mangled[3:] if mangled.startswith("_ZN") else ""
+    while rest[:1].isdigit():
+        digits = re.match(r"\d+", rest).group()
+        size = int(digits)
+        parts.append(rest[len(digits):len(digits) + size])
+        rest = rest[len(digits) + size:]
+    return ".".join(parts[-2:]) if parts else mangled
 
 
 def write_perf_map(path: str) -> int:
     """Name the kernel's compiled functions for perf: "<start> <size> <name>" lines (hex)."""
     entries = []
-    for compiled in [*fast.run_serial.overloads.values(), *fast.solve_rows.overloads.values()]:
-        engine = compiled.library._codegen._engine._ee
-        for function in compiled.library._final_module.functions:
+    for kernel in [*iteration.run_serial.overloads.values(), *iteration.solve_rows.overloads.values()]:
+        engine = kernel.library._codegen._engine._ee
+        for function in kernel.library._final_module.functions:
             if function.is_declaration:
                 continue
             address = engine.get_function_address(function.name)
@@ -66,8 +77,7 @@ def write_perf_map(path: str) -> int:
     entries.sort()
     with open(path, "w", encoding="utf-8") as out:
         for (address, name), following in zip(entries, entries[1:] + [(entries[-1][0] + 4096, "")]):
-            short = re.sub(r"B\d+.*", "", name.replace("_ZN15direction_up_ik4core4fast", ""))
-            out.write(f"{address:x} {max(1, following[0] - address):x} {short.lstrip('0123456789')}\n")
+            out.write(f"{address:x} {max(1, following[0] - address):x} {_short_name(name)}\n")
     return len(entries)
 
 
@@ -78,33 +88,33 @@ def main(argv=None) -> int:
     parser.add_argument("--mode", choices=("batch", "single"), default="batch")
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the profiled part")
-    parser.add_argument("--jacobian", choices=JACOBIANS, default=SEARCH_JACOBIAN,
+    parser.add_argument("--jacobian", choices=JACOBIANS, default=SEARCH_SOLVER_DEFAULTS["jacobian"],
                         help="of the local solves (default: the search's)")
     parser.add_argument("--output", default="kernel.perf.data", help="perf's data file")
     args = parser.parse_args(argv)
 
     problem = Problem(args.robot, args.targets, 2026)
     problem.robot.joint_q[:] = problem.starts[args.start]
-    settings = solver_settings(max_position_error=0.03, **dict(SEARCH_SETTINGS, jacobian=args.jacobian))
+    settings = solver_settings(max_position_error=0.03, **dict(SEARCH_SOLVER_DEFAULTS, jacobian=args.jacobian))
     t0 = time.perf_counter()
     if args.mode == "batch":
         built = build_problem(problem.robot, problem.candidates, settings=settings)
-        missed = np.flatnonzero(~fast.solve(built, parallel=False).success.astype(bool))
+        missed = np.flatnonzero(~compiled.solve(built, parallel=False).success.astype(bool))
         cand = np.repeat(missed, 2)
         seeded = built.select(cand)
         starts = random_starts(built, len(cand), np.random.default_rng(0))
         relay = (cand, np.ones(len(cand), dtype=np.int64))
 
         def work():
-            fast.solve(built, parallel=False)
-            fast.solve(seeded, starts, relay=relay, parallel=False)
+            compiled.solve(built, parallel=False)
+            compiled.solve(seeded, starts, relay=relay, parallel=False)
     else:
         singles = [build_problem(problem.robot, (c,), settings=settings) for c in problem.candidates]
-        fast.solve(singles[0])
+        compiled.solve(singles[0])
 
         def work():
             for one in singles:
-                fast.solve(one)
+                compiled.solve(one)
     print(f"kernel compiled and workload prepared in {time.perf_counter() - t0:.1f} s", flush=True)
     gc.collect()
     gc.freeze()
