@@ -31,6 +31,11 @@ Checks (any failure is a violation; exit code 1):
   reported too).
 
 Prints counts per error code and per kind of request, requests/s, latencies and RSS.
+
+A 10^5-entry request answered after more than 15 s is a violation too; with ``--smoke`` (the CI
+check, ``test/ros/test_reliability.py``) that limit is only reported (under "timing_notes"),
+and a response is lost only after 300 s rather than 120 s: the smoke run fails on a lost,
+wrong or crashed answer, never on a slow machine.
 """
 
 from __future__ import annotations
@@ -46,14 +51,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_common import (Judge, NodeProcess, RosClient, close_report, finish, near, percentile,  # noqa: E402
-                           print_outcome, set_vec, tcp_target, unique_namespace, wait_for_joint_state)
+from driver_common import (HANG_S, Judge, NodeProcess, RosClient, close_report, finish, near,  # noqa: E402
+                           percentile, print_outcome, set_vec, tcp_target, unique_namespace,
+                           wait_for_joint_state)
 
 HUGE = 100_000          # entries of the largest arrays sent
 SLOW_HUGE_S = 15.0      # a 10^5-entry request must be answered within this many seconds (measured
 #                         1-9 s on 2 busy cores: the client's serialisation, the transport of 15 MB and
 #                         rclpy's deserialisation in the node; the node's own checks take ~0.1 ms)
-REQUEST_TIMEOUT_S = 120.0
+REQUEST_TIMEOUT_S = 120.0  # a response later than this is lost (--smoke: HANG_S)
 SETTLE = 20             # small valid requests before each RSS reading of the growth check
 WARMUP_HUGE = 5         # extra requests of each 10^5-entry kind in the warm-up
 
@@ -535,7 +541,7 @@ class Factory:
 
 
 # ----------------------------------------------------------------------------- the run
-def final_check(client, solve_client, judge: Judge, rng) -> list:
+def final_check(client, solve_client, judge: Judge, rng, timeout: float = 30.0) -> list:
     """A known valid request: both hands at FK of a nearby state; SUCCESS and FK on target."""
     from direction_up_ik.msg import DirectionUpCandidate
     from direction_up_ik.srv import SolveDirectionUpIK
@@ -543,9 +549,9 @@ def final_check(client, solve_client, judge: Judge, rng) -> list:
     tcp = judge.model.tcp_transforms(goal)
     req = SolveDirectionUpIK.Request()
     req.candidates = [DirectionUpCandidate(targets=[tcp_target(n, tcp[e]) for e, n in enumerate(judge.ee_names)])]
-    response = client.call(solve_client, req, timeout=30.0)
+    response = client.call(solve_client, req, timeout=timeout)
     if response is None:
-        return ["final valid request: no response"]
+        return [f"final valid request: no response within {timeout} s"]
     if response.error_code != SolveDirectionUpIK.Response.SUCCESS:
         return [f"final valid request: error_code {response.error_code}: {response.message}"]
     problems = judge.check(req, response)
@@ -561,7 +567,9 @@ def final_check(client, solve_client, judge: Judge, rng) -> list:
 def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib: float = 50.0,
         max_seconds: float = 3600.0, target_fraction: float = 0.02, verbose: bool = False,
         allow_internal_error: bool = False, exclude: tuple = (), huge: int = HUGE,
-        warmup_huge: int = WARMUP_HUGE) -> dict:
+        warmup_huge: int = WARMUP_HUGE, smoke: bool = False) -> dict:
+    """One fuzz run; ``smoke``: the latency limit of the 10^5-entry requests is a note, not a
+    violation, and a response is lost only after HANG_S (see the module's docstring)."""
     from direction_up_ik.msg import DirectionUpCandidate
     from direction_up_ik.srv import SolveDirectionUpIK
     from sensor_msgs.msg import JointState
@@ -578,11 +586,22 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
     violations = []
     report = dict(requests_planned=requests, seed=seed, namespace=namespace, judge_fk=judge.fk_name,
                   huge_size=huge)
+    timing_notes = [] if smoke else None
+    request_timeout = HANG_S if smoke else REQUEST_TIMEOUT_S
+    if smoke:
+        report["smoke"] = True
 
     def violation(text):
         violations.append(text)
         if verbose or len(violations) <= 20:
             print("VIOLATION:", text, flush=True)
+
+    def too_slow(text):
+        """A timing limit missed: a violation, or with --smoke a note."""
+        if timing_notes is None:
+            violation(text)
+        else:
+            timing_notes.append(text)
 
     try:
         node.wait_ready()
@@ -599,9 +618,9 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
             just before a reading would count as growth; the peak is reported separately."""
             for _ in range(SETTLE):
                 req = factory.valid(n_cand=1)
-                response = client.call(solve, req, timeout=REQUEST_TIMEOUT_S)
+                response = client.call(solve, req, timeout=request_timeout)
                 if response is None:
-                    violation("settling request: no response")
+                    violation(f"settling request: no response within {request_timeout} s")
                     break
                 for p in (judge.check(req, response) if response.error_code in (R.SUCCESS, R.NO_SOLUTION)
                           else [f"settling request: {response.error_code}: {response.message}"]):
@@ -634,14 +653,14 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
             if not kind.startswith("huge") and rng.random() < target_fraction and len(req.candidates):
                 target_pub.publish(req.candidates[0])  # the streaming input gets the same junk
             t0 = time.monotonic()
-            response = client.call(solve, req, timeout=REQUEST_TIMEOUT_S)
+            response = client.call(solve, req, timeout=request_timeout)
             dt = time.monotonic() - t0
             sent += 1
             latency[kind].append(dt)
             if kind.startswith("huge"):
                 huge_send.append(client.last_send_s)
             if response is None:
-                violation(f"#{i} {kind}: no response within {REQUEST_TIMEOUT_S} s "
+                violation(f"#{i} {kind}: no response within {request_timeout} s "
                           f"(node alive: {node.alive()})")
                 if not node.alive():
                     break
@@ -668,7 +687,7 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
                 for p in judge.check_rejection(response):
                     violation(f"{where}: {p}")
             if kind.startswith("huge") and dt > SLOW_HUGE_S:
-                violation(f"{where}: answered after {dt:.1f} s (limit {SLOW_HUGE_S} s)")
+                too_slow(f"{where}: answered after {dt:.1f} s (limit {SLOW_HUGE_S} s)")
             if i + 1 == warmup:
                 rss_start = settled_rss()
             if (i + 1) % 250 == 0 or i + 1 == requests:
@@ -686,7 +705,7 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
         if not alive:
             violation(f"the node is not alive at the end (exit code {node.proc.returncode})")
         else:
-            for p in final_check(client, solve, judge, rng):
+            for p in final_check(client, solve, judge, rng, timeout=request_timeout if smoke else 30.0):
                 violation(p)
         rss_end = settled_rss()
         growth_mib = (rss_end - rss_start) / 1024.0 if rss_end and rss_start else math.nan
@@ -721,7 +740,7 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
     finally:
         if client is not None:
             client.close()
-        close_report(report, node, t_begin, violations)
+        close_report(report, node, t_begin, violations, timing_notes)
     return report
 
 
@@ -769,10 +788,13 @@ def main(argv=None) -> int:
                         help="entries of the largest arrays (candidates, targets, joint names)")
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="CI check: only lost / wrong answers, crashes and leaks are violations; the "
+                             "latency limit of the huge requests is reported as a note")
     args = parser.parse_args(argv)
     report = run(args.requests, args.seed, args.warmup, args.rss_limit_mib, args.max_seconds,
                  args.target_fraction, args.verbose, exclude=tuple(args.exclude),
-                 huge=args.huge_size, warmup_huge=args.warmup_huge)
+                 huge=args.huge_size, warmup_huge=args.warmup_huge, smoke=args.smoke)
     return finish(report, args.json, print_report)
 
 

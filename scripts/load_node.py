@@ -28,6 +28,13 @@ of the client phase without a command, command lag p99 over ``--max-lag-s``, RSS
 ``--rss-limit-mib``, streams below 90 % of their rate, the node dying, or ``--max-seconds``
 (300) passing after the start-up (which may take a while when the solver's numba kernels
 compile).
+
+``--smoke`` (the CI check, ``test/ros/test_reliability.py``): only defects are violations -- a
+response lost (none within 300 s), rejected or wrong, a command outside the limits or for no
+target, a crash, a leak; the timing limits (command lag, seconds without a command, stream
+rates) are reported under "timing_notes" instead, so that a loaded machine cannot fail it.
+Every run waits for its child processes and threads on events (their reports, their exit)
+with deadlines that only catch hangs.
 """
 
 from __future__ import annotations
@@ -40,15 +47,16 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_common import (Judge, NodeProcess, RosClient, _streamer, close_report, finish,  # noqa: E402
-                           near, percentile, print_outcome, stop_worker, target_set, tcp_target,
-                           unique_namespace, wait_for_joint_state)
+from driver_common import (HANG_S, Judge, NodeProcess, RosClient, _streamer, close_report,  # noqa: E402
+                           finish, gather, near, percentile, print_outcome, stop_worker, target_set,
+                           tcp_target, unique_namespace, wait_for_joint_state, wait_for_response_path)
 
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 30.0  # a response later than this is lost (--smoke: HANG_S)
 TARGET_COUNT = 1000     # distinct streamed targets (10 s of streaming at 100 Hz before repeating)
 
 
@@ -91,7 +99,7 @@ def client_qos(depth: int):
 
 
 def client_worker(index: int, context, fqn: str, requests: int, seed: int, barrier, deadline: float,
-                  stats: ClientStats, qos_depth: int = 100) -> None:
+                  stats: ClientStats, qos_depth: int = 100, request_timeout: float = REQUEST_TIMEOUT_S) -> None:
     from direction_up_ik.srv import SolveDirectionUpIK
     R = SolveDirectionUpIK.Response
     rc = None
@@ -100,22 +108,20 @@ def client_worker(index: int, context, fqn: str, requests: int, seed: int, barri
         rng = np.random.default_rng([seed, index])
         rc = RosClient(f"load_client_{index}", context=context)
         client = rc.node.create_client(SolveDirectionUpIK, f"{fqn}/solve", qos_profile=client_qos(qos_depth))
-        if not client.wait_for_service(timeout_sec=30.0):
-            raise RuntimeError("service not found")
-        rc.spin_for(0.2)  # let the response path match, too
-        barrier.wait(timeout=60.0)
+        wait_for_response_path(rc, client)  # a response of its own came back: none of ours is lost to matching
+        barrier.wait(timeout=HANG_S)
         for i in range(requests):
             if time.monotonic() > deadline:
                 stats.problems.append(f"client {index}: time limit after {i} requests")
                 break
             req = two_hand_request(judge, rng)
             t0 = time.monotonic()
-            response = rc.call(client, req, timeout=REQUEST_TIMEOUT_S)
+            response = rc.call(client, req, timeout=request_timeout)
             dt = time.monotonic() - t0
             stats.done += 1
             if response is None:
                 stats.lost += 1
-                stats.problems.append(f"client {index} request {i}: no response within {REQUEST_TIMEOUT_S} s")
+                stats.problems.append(f"client {index} request {i}: no response within {request_timeout} s")
                 continue
             stats.latencies.append(dt)
             stats.codes[response.error_code] = stats.codes.get(response.error_code, 0) + 1
@@ -130,15 +136,20 @@ def client_worker(index: int, context, fqn: str, requests: int, seed: int, barri
                 stats.problems.append(f"client {index} request {i}: {problems[:3]}")
     except Exception as exc:  # noqa: BLE001 - reported
         stats.error = repr(exc)
+        barrier.abort()  # the driver stops waiting for this client at once
     finally:
         if rc is not None:
             rc.close()
 
 
 def analyse_commands(judge: Judge, commands, sends, target_positions, t_start: float, t_end: float,
-                     max_lag_s: float) -> tuple:
-    """(summary dict, problems) of the joint commands the streamed targets produced."""
+                     max_lag_s: float, timing: Optional[list] = None) -> tuple:
+    """(summary dict, problems) of the joint commands the streamed targets produced.
+
+    The timing limits missed (a second of the client phase without a command, the lag p99 over
+    ``max_lag_s``) are problems too, or go to ``timing`` when it is given."""
     problems = []
+    timing = problems if timing is None else timing
     send_times = {}
     for k, t in sends or []:
         send_times.setdefault(k, []).append(t)
@@ -170,11 +181,11 @@ def analyse_commands(judge: Judge, commands, sends, target_positions, t_start: f
         if i < len(bins):
             bins[i] += 1
     if len(bins) and bins.min() == 0:
-        problems.append(f"{int(np.sum(bins == 0))} second(s) of the client phase without a command "
-                        "from ~/target")
+        timing.append(f"{int(np.sum(bins == 0))} second(s) of the client phase without a command "
+                      "from ~/target")
     lag_p99 = percentile(lags, 99)
     if lags and lag_p99 > max_lag_s:
-        problems.append(f"command lag p99 {lag_p99:.3f} s > {max_lag_s} s")
+        timing.append(f"command lag p99 {lag_p99:.3f} s > {max_lag_s} s")
     third = max(1, len(lags) // 3)
     summary = dict(
         received=len(commands), matched=len(lags), unmatched=unmatched, outside_limits_or_non_finite=bad,
@@ -190,7 +201,9 @@ def analyse_commands(judge: Judge, commands, sends, target_positions, t_start: f
 
 def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, target_hz: float = 100.0,
         seed: int = 0, max_seconds: float = 300.0, rss_limit_mib: float = 50.0, max_lag_s: float = 1.0,
-        client_qos_depth: int = 100) -> dict:
+        client_qos_depth: int = 100, smoke: bool = False) -> dict:
+    """One load run; ``smoke``: the timing limits missed are notes, not violations, and a
+    response is lost only after HANG_S (see the module's docstring)."""
     from sensor_msgs.msg import JointState
     from direction_up_ik.srv import SolveDirectionUpIK
 
@@ -198,8 +211,13 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
     deadline = t_begin + max_seconds  # reset after the start-up (first solves may compile)
     judge = Judge()
     violations = []
+    timing_notes = [] if smoke else None
+    slow = violations if timing_notes is None else timing_notes  # where a timing limit missed goes
+    request_timeout = HANG_S if smoke else REQUEST_TIMEOUT_S
     report = dict(clients=clients, requests_per_client=requests, joint_state_hz=joint_state_hz,
                   target_hz=target_hz, seed=seed, client_qos_depth=client_qos_depth, judge_fk=judge.fk_name)
+    if smoke:
+        report["smoke"] = True
     namespace = unique_namespace("load")
     node = NodeProcess(namespace)
     mp = multiprocessing.get_context("spawn")
@@ -218,26 +236,23 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
         wait_for_joint_state(probe, solve, state_pub, judge.joint_names, judge.state)
         rng = np.random.default_rng(seed)
         for _ in range(20):  # warm-up (first solves may compile)
-            probe.call(solve, two_hand_request(judge, rng), timeout=120.0)
+            probe.call(solve, two_hand_request(judge, rng), timeout=HANG_S)
         main.spin_in_background()
         deadline = time.monotonic() + max_seconds
 
         _, target_positions = target_set(seed, TARGET_COUNT)
         stream_seconds = max_seconds
-        procs = [mp.Process(target=_streamer, daemon=True,
-                            args=("joint_states", f"{namespace}/joint_states", joint_state_hz, stop, out,
-                                  stream_seconds, (judge.joint_names, judge.state.tolist()))),
-                 mp.Process(target=_streamer, daemon=True,
-                            args=("targets", f"{node.fqn}/target", target_hz, stop, out, stream_seconds,
-                                  (seed, TARGET_COUNT)))]
+        streamers = {"joint_states": mp.Process(target=_streamer, daemon=True,
+                                                args=("joint_states", f"{namespace}/joint_states", joint_state_hz,
+                                                      stop, out, stream_seconds,
+                                                      (judge.joint_names, judge.state.tolist()))),
+                     "targets": mp.Process(target=_streamer, daemon=True,
+                                           args=("targets", f"{node.fqn}/target", target_hz, stop, out,
+                                                 stream_seconds, (seed, TARGET_COUNT)))}
+        procs = list(streamers.values())
         for p in procs:
             p.start()
-        ready, results = set(), {}
-        while len(ready) < 2:
-            status, kind, data = out.get(timeout=90.0)
-            if status == "error":
-                raise RuntimeError(f"{kind} streamer: {data}")
-            ready.add(kind)
+        gather(out, streamers, "ready")  # each publishing to a matched subscriber (or crashed: raises)
         time.sleep(2.0)  # streams alone first
         rss_start = node.rss_kib()
         rss_samples = []
@@ -254,25 +269,23 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
         stats = [ClientStats() for _ in range(clients)]
         threads = [threading.Thread(target=client_worker, daemon=True,
                                     args=(c, main.context, node.fqn, requests, seed, barrier, deadline, stats[c],
-                                          client_qos_depth))
+                                          client_qos_depth, request_timeout))
                    for c in range(clients)]
         for t in threads:
             t.start()
-        barrier.wait(timeout=120.0)
+        try:
+            barrier.wait(timeout=HANG_S)  # every client has had a response: they start together
+        except threading.BrokenBarrierError:
+            raise RuntimeError(f"a client failed before the start: {[s.error for s in stats if s.error]}") from None
         t_start = time.monotonic()
         for t in threads:
-            t.join(timeout=max(1.0, deadline - time.monotonic() + REQUEST_TIMEOUT_S + 10))
+            t.join(timeout=max(1.0, deadline - time.monotonic() + request_timeout + 10))
         t_end = time.monotonic()
         if any(t.is_alive() for t in threads):
             violations.append("a client thread did not finish")
         time.sleep(1.0)  # streams alone again
         stop.set()
-        while len(results) < 2:
-            status, kind, data = out.get(timeout=60.0)
-            if status == "error":
-                raise RuntimeError(f"{kind} streamer: {data}")
-            if status == "done":
-                results[kind] = data
+        results = gather(out, streamers, "done")
         monitor_stop.set()
         monitor_thread.join(timeout=5.0)
         rss_end = node.rss_kib()
@@ -292,17 +305,17 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
         if total != expected:
             violations.append(f"{total} of {expected} requests were sent")
         summary, problems = analyse_commands(judge, list(commands), results["targets"]["sends"],
-                                             target_positions, t_start, t_end, max_lag_s)
+                                             target_positions, t_start, t_end, max_lag_s, timing=slow)
         violations.extend(problems)
         for kind, hz in (("joint_states", joint_state_hz), ("targets", target_hz)):
             if results[kind]["rate_hz"] < 0.9 * hz:
-                violations.append(f"{kind} streamed at {results[kind]['rate_hz']:.0f} Hz only (asked {hz})")
+                slow.append(f"{kind} streamed at {results[kind]['rate_hz']:.0f} Hz only (asked {hz})")
         growth = (rss_end - rss_start) / 1024.0 if rss_end and rss_start else math.nan
         if not growth < rss_limit_mib:
             violations.append(f"RSS grew by {growth:.1f} MiB (limit {rss_limit_mib})")
         if alive:  # a known request still answered correctly
             req = two_hand_request(judge, rng)
-            response = probe.call(solve, req, timeout=30.0)
+            response = probe.call(solve, req, timeout=request_timeout)
             if response is None or response.error_code != SolveDirectionUpIK.Response.SUCCESS:
                 violations.append(f"final valid request: {None if response is None else response.message}")
             else:
@@ -340,7 +353,7 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
         for c in (probe, main):
             if c is not None:
                 c.close()
-        close_report(report, node, t_begin, violations)
+        close_report(report, node, t_begin, violations, timing_notes)
     return report
 
 
@@ -382,9 +395,12 @@ def main(argv=None) -> int:
     parser.add_argument("--client-qos-depth", type=int, default=100,
                         help="history depth of the clients' service QoS (ROS default 10; see client_qos)")
     parser.add_argument("--json", type=Path, help="write the report here")
+    parser.add_argument("--smoke", action="store_true",
+                        help="CI check: only lost / rejected / wrong answers, bad commands, crashes and leaks "
+                             "are violations; timing limits missed are reported as notes")
     args = parser.parse_args(argv)
     report = run(args.clients, args.requests, args.joint_state_hz, args.target_hz, args.seed, args.max_seconds,
-                 args.rss_limit_mib, args.max_lag_s, args.client_qos_depth)
+                 args.rss_limit_mib, args.max_lag_s, args.client_qos_depth, smoke=args.smoke)
     return finish(report, args.json, print_report)
 
 

@@ -108,7 +108,10 @@ def test_time_budget_is_honoured(panda):
     elapsed = time.perf_counter() - t0
     assert found.result.success[0] == 0 and found.result.best_index is None
     assert found.timed_out and found.rounds >= 2
-    assert elapsed < 0.3 * 1.2 + 0.05
+    # No round limit and an unreachable target: only the budget stops the search, at its first
+    # check after the deadline (a round: milliseconds). 0.5 s absorbs a loaded machine's
+    # scheduling (issue 28); how close to the budget it stops is a benchmark figure.
+    assert elapsed < 0.3 + 0.5, elapsed
 
 
 def test_accept_callback_rejections_make_the_search_continue(panda, far_targets):

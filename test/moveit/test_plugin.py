@@ -78,20 +78,23 @@ def test_unreachable_pose_gives_error_codes_not_exceptions(panda_plugin):
 
 
 @pytest.mark.parametrize("budget", [0.05, 0.2])
-def test_timeout_honoured_within_20_percent(panda_plugin, budget):
+def test_timeout_is_honoured(panda_plugin, budget):
     mid, _, _ = _mid(panda_plugin)
     far = Pose()
     far.position.x, far.orientation.w = 3.0, 1.0
     panda_plugin.search_position_ik(far, mid, timeout=0.01)  # warm-up
-    # Median of three calls: one call on this shared 2-core machine can be stretched by
-    # the scheduler; the stopping rule itself must keep a typical call within 20 %.
-    elapsed = []
+    # Behaviour, not speed (issue 28): every call searches until its timeout, then stops and
+    # says TIMED_OUT. The pose is unreachable and the plugin's search has no round limit, so a
+    # search that missed its deadline would not stop at all; it stops at its first check after
+    # the deadline (a round: milliseconds). The 0.5 s margin only absorbs a loaded machine's
+    # scheduling (load average 5 on 2 cores); how close to the budget a call ends is a figure
+    # for the benchmarks.
     for _ in range(3):
         t0 = time.perf_counter()
         result = panda_plugin.search_position_ik(far, mid, timeout=budget)
-        elapsed.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
         assert result.error_code == MoveItErrorCode.TIMED_OUT
-    assert 0.8 * budget <= np.median(elapsed) <= 1.2 * budget, f"{elapsed} s for a {budget} s budget"
+        assert 0.8 * budget <= elapsed < budget + 0.5, f"{elapsed} s for a {budget} s budget"
 
 
 def test_consistency_limits_are_respected(panda_plugin):

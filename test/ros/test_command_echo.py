@@ -31,7 +31,7 @@ def test_echoes_the_last_command_as_joint_states(monkeypatch):
         executor.add_node(peer)
         names = list(load_robot("panda_like").joint_names)
 
-        def spin_until(predicate, timeout=5.0):
+        def spin_until(predicate, timeout=120.0):  # a hang catcher: ~0.1 s on a quiet machine
             end = time.monotonic() + timeout
             while not predicate() and time.monotonic() < end:
                 executor.spin_once(timeout_sec=0.02)

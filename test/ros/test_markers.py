@@ -335,15 +335,20 @@ def test_burst_of_pose_updates_is_coalesced_and_the_last_pose_wins(rig):
     goal = moved(tcp[LEFT], (0.05, -0.02, 0.06), (0.0, 0.0, 0.3))
     poses = path(tcp[LEFT], goal, 50)
     before = client.controller.solve_count
+    start = time.monotonic()
     client.send("left", Feedback.MOUSE_DOWN)
     for pose in poses:
         client.send("left", Feedback.POSE_UPDATE, pose)
     client.send("left", Feedback.MOUSE_UP, poses[-1])
     wait_reaching(node, LEFT, goal)
     client.settle()
+    window = time.monotonic() - 0.25 - start  # up to the last solve (settle: 0.25 s without one)
     solves = client.controller.solve_count - before
-    assert 1 <= solves <= 10, f"{solves} solves for 52 feedback messages"
-    assert len(node.commands) == solves
+    # Solves are a timer period apart (markers.rate_hz = 30): at most 1 + 30 per second of the
+    # exchange, 10 on a quiet machine (~0.3 s). A loaded machine stretches the exchange, not
+    # the rule, so the bound follows the measured window.
+    assert 1 <= solves <= max(10, math.ceil(30.0 * window) + 1), f"{solves} solves for 52 feedback messages"
+    assert len(node.wait_commands(solves)) == solves  # each solve's command, however late it arrives
     assert_reaches(MODEL, command_q(node.commands[-1]), {LEFT: goal, RIGHT: tcp[RIGHT]})
     assert_same_pose(client.controller.targets()["left"].pose, pose_to_matrix(matrix_to_pose(goal)))
     client.assert_consecutive()
@@ -360,16 +365,19 @@ def test_solves_are_rate_limited(ros):
     goal = moved(tcp[LEFT], (0.0, 0.06, 0.03))
     poses = path(tcp[LEFT], goal, 100)
     before = client.controller.solve_count
-    client.send("left", Feedback.MOUSE_DOWN)
     start = time.monotonic()
+    client.send("left", Feedback.MOUSE_DOWN)
     for pose in poses:
         client.send("left", Feedback.POSE_UPDATE, pose)
         time.sleep(0.01)
-    elapsed = time.monotonic() - start
     client.send("left", Feedback.MOUSE_UP, poses[-1])
     client.settle(quiet=0.4)
+    elapsed = time.monotonic() - 0.4 - start  # up to the last solve (settle: 0.4 s without one)
     solves = client.controller.solve_count - before
-    assert 1 <= solves <= math.ceil(4.0 * (elapsed + 0.4)) + 1, (solves, elapsed)
+    # Solves are a timer period (0.25 s) apart however loaded the machine, which only stretches
+    # the drag (~1 s quiet): at most 1 + 4 per second of it, against one per message unlimited.
+    assert 1 <= solves <= math.ceil(4.0 * elapsed) + 1, (solves, elapsed)
+    node.wait_commands(solves)  # the last solve's command may still be on its way
     heights = [tcp_at(command_q(c))[LEFT, 1, 3] for c in node.commands]
     assert heights == sorted(heights)  # never an older pose after a newer one
     assert_reaches(MODEL, command_q(node.commands[-1]), {LEFT: goal, RIGHT: tcp[RIGHT]})
@@ -665,9 +673,10 @@ def test_server_alone_sends_full_pose_and_erase_updates(ros):
 def test_demo_writes_a_plot(tmp_path):
     """``python -m direction_up_ik.demo --plot out.png`` (own process, private domain)."""
     out = tmp_path / "demo.png"
-    command = [sys.executable, "-m", "direction_up_ik.demo", "--timeout", "40", "--plot", str(out)]
+    # Hang catchers only (~8 s on a quiet machine; a node start on a loaded one takes far longer).
+    command = [sys.executable, "-m", "direction_up_ik.demo", "--timeout", "300", "--plot", str(out)]
     proc = subprocess.run(command, cwd=REPO, env=subprocess_env(private_domain_id()), capture_output=True,
-                          text=True, timeout=90)
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"wrote {out}" in proc.stdout
     assert out.stat().st_size > 20_000

@@ -2,7 +2,8 @@
 
 * smoke runs of the drivers ``scripts/fuzz_node.py`` (300 random / malformed requests) and
   ``scripts/load_node.py`` (2 clients x 30 requests while joint states and targets stream),
-  each a subprocess in a private ROS domain;
+  each a subprocess in a private ROS domain, with ``--smoke``: they fail on a lost, wrong or
+  crashed answer, never on their latency or rate figures (those are the scripts' full runs');
 * joint states fuzzed (NaN, +-inf, wrong lengths, out-of-limit values, unknown names, empty
   and 10^5-entry messages) while requests with ``publish`` and ``~/target`` are solved: every
   published command is finite and within the model limits;
@@ -11,7 +12,10 @@
 * regressions of the bugs the drivers found; bad configurations and invalid live parameter
   updates that ``test_node.py`` does not cover yet.
 
-Every wait has a timeout.
+Every wait has a timeout, and every timeout only catches a hang (issue 28: the tests pass on a
+loaded machine). Speed is not checked here; where promptness is the behaviour (a request too
+large is rejected before any solving), the node's own handling time is checked, with a margin
+that a loaded machine cannot use up.
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
 from helpers import mid_range  # noqa: E402
 from node_harness import (assert_exit_1_with_one_line, run_bad_configs,  # noqa: E402
-                          REPO, Harness, assert_reaches, candidate_at,  # noqa: E402
-                          private_domain_id, request, subprocess_env, target_msg)
+                          REPO, TIMEOUT, Harness, assert_reaches, candidate_at,  # noqa: E402
+                          private_domain_id, request, subprocess_env, target_msg, wait_until)
 
 sys.path.insert(0, str(REPO / "scripts"))
 import driver_common  # noqa: E402
@@ -46,8 +50,14 @@ import driver_common  # noqa: E402
 Response = SolveDirectionUpIK.Response
 T = DirectionUpTarget
 HUGE = 100_000
-PROMPT_S = 15.0  # a 10^5-entry request is rejected within this (measured: ~1-5 s, all of it rclpy's
-#                  (de)serialisation of the message; the node's checks take microseconds)
+# Seconds the node's own handling of a request it must reject before solving may take. The
+# checks take microseconds; 2 s only absorbs a loaded machine's scheduling (the handler runs
+# in the test's process, next to the client thread), while solving instead would take seconds
+# to forever (10^5 candidates, 2^32 seeds or iterations, a 1e308 s budget). The round trip is
+# not checked: it is mostly rclpy's (de)serialisation of the 10^5 entries (1-13 s measured on a
+# quiet 2-core machine) and only the harness's hang-catching timeout bounds it.
+NODE_CHECK_S = 2.0
+DRIVER_TIMEOUT_S = 1800.0  # a driver's whole run, a hang catcher: its own waits are bounded
 
 
 def assert_rejected(response, code, *words) -> None:
@@ -65,8 +75,27 @@ def near(model, q, rng, scale):
     return driver_common.near(model, q, rng, scale)
 
 
+def timed_solve(node, req, timeout: float = TIMEOUT):
+    """(response, seconds the node spent in its solve handler): the node's own time, without the
+    client's and rclpy's (de)serialisation of the request and the response."""
+    handler, spent = node.node.solve, []
+
+    def timed(request, response):
+        t0 = time.monotonic()
+        try:
+            return handler(request, response)
+        finally:
+            spent.append(time.monotonic() - t0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(node.node, "solve", timed)
+        response = node.solve(req, timeout=timeout)
+    assert len(spent) == 1, spent
+    return response, spent[0]
+
+
 # ----------------------------------------------------------------------------- 1. driver smoke runs
-def run_driver(script: str, args, tmp_path, timeout: float):
+def run_driver(script: str, args, tmp_path, timeout: float = DRIVER_TIMEOUT_S):
     out = tmp_path / f"{script}.json"
     t0 = time.monotonic()
     result = subprocess.run([sys.executable, str(REPO / "scripts" / script), *args, "--json", str(out)],
@@ -83,11 +112,11 @@ def test_fuzz_driver_smoke(tmp_path):
     """300 requests (every kind of malformed request at least once, 2*10^4-entry ones included;
     10^5 is test_huge_requests_are_rejected_promptly's):
     each answered with the code its defect calls for and a message, the successes honest, the
-    node alive and correct at the end, its memory bounded."""
+    node alive and correct at the end, its memory bounded. ``--smoke``: the huge requests'
+    latency is reported, not judged."""
     code, report, output, elapsed = run_driver(
-        "fuzz_node.py", ["--requests", "300", "--warmup", "100", "--seed", "11", "--huge-size", "20000",
-                          "--warmup-huge", "1"], tmp_path,
-        timeout=420)
+        "fuzz_node.py", ["--smoke", "--requests", "300", "--warmup", "100", "--seed", "11",
+                         "--huge-size", "20000", "--warmup-huge", "1"], tmp_path)
     assert code == 0, output
     assert report["violations"] == 0 and report["answered"] == 300, output
     assert report["node_alive"] and report["node_exit_code"] == 0, output
@@ -96,25 +125,32 @@ def test_fuzz_driver_smoke(tmp_path):
                  "JOINT_STATE_OUT_OF_LIMITS", "REQUEST_TOO_LARGE"):
         assert codes.get(name, 0) > 0, (name, codes)
     assert "INTERNAL_ERROR" not in codes, codes
-    assert report["huge_latency_ms"]["count"] >= 5 and report["huge_latency_ms"]["max"] < 1e3 * PROMPT_S
+    assert report["huge_latency_ms"]["count"] >= 5  # sent and answered (REQUEST_TOO_LARGE: the codes)
     assert report["rss_kib"]["growth_mib"] < 50, report["rss_kib"]
-    print(f"fuzz smoke: {elapsed:.1f} s, {report['requests_per_s']} requests/s, codes {codes}")
+    print(f"fuzz smoke: {elapsed:.1f} s, {report['requests_per_s']} requests/s, codes {codes}; "
+          f"timing notes {report['timing_notes']}")
 
 
 @pytest.mark.slow
 def test_load_driver_smoke(tmp_path):
-    """2 clients x 30 requests with joint_states at 500 Hz and ~/target at 100 Hz: nothing lost or
-    mismatched, commands keep coming and match their targets."""
+    """2 clients x 30 requests while joint_states (500 Hz asked) and ~/target (100 Hz asked)
+    stream: nothing lost, rejected or mismatched, the streamed targets' commands match their
+    targets and stay within the limits, the node survives. ``--smoke``: the rates, the command
+    lag and the seconds without a command are reported, not judged; ``--max-seconds`` is a
+    hang catcher (the run takes ~15 s on a quiet machine)."""
     code, report, output, elapsed = run_driver(
-        "load_node.py", ["--clients", "2", "--requests", "30", "--max-seconds", "120"], tmp_path, timeout=420)
+        "load_node.py", ["--smoke", "--clients", "2", "--requests", "30", "--max-seconds", "600"], tmp_path)
     assert code == 0, output
     assert report["violations"] == 0, output
     assert report["answered"] == 60 and report["lost"] == 0 and report["mismatched"] == 0, output
+    assert report["rejected"] == 0 and report["node_alive"] and report["node_exit_code"] == 0, output
     commands = report["commands"]
-    assert commands["received"] > 0 and commands["unmatched"] == 0
-    assert commands["outside_limits_or_non_finite"] == 0
-    assert report["joint_states"]["rate_hz"] > 450 and report["targets"]["rate_hz"] > 90
-    print(f"load smoke: {elapsed:.1f} s, latency {report['latency_ms']}, commands {commands}")
+    assert commands["received"] > 0 and commands["unmatched"] == 0, commands
+    assert commands["outside_limits_or_non_finite"] == 0, commands
+    assert report["joint_states"]["count"] > 0 and report["targets"]["count"] > 0  # both streams ran
+    print(f"load smoke: {elapsed:.1f} s, latency {report['latency_ms']}, commands {commands}, "
+          f"streams {report['joint_states']['rate_hz']} / {report['targets']['rate_hz']} Hz; "
+          f"timing notes {report['timing_notes']}")
 
 
 def test_the_judge_tells_a_response_from_another_requests_response(ros):
@@ -203,10 +239,14 @@ def assert_command_within_limits(msg, names, lower, upper) -> None:
 
 
 def test_joint_state_fuzz_never_reaches_a_command(ros):
-    """Malformed joint_states (from a thread, ~500 messages) while requests with publish=True and
-    streamed ~/target candidates are solved: every command the node publishes is finite and
-    within the model limits, every request gets SUCCESS / NO_SOLUTION /
-    JOINT_STATE_OUT_OF_LIMITS, and the node answers correctly afterwards."""
+    """Malformed joint_states (from a thread, 600 messages or more) while requests with
+    publish=True and streamed ~/target candidates are solved: every command the node publishes
+    is finite and within the model limits, every request gets SUCCESS / NO_SOLUTION /
+    JOINT_STATE_OUT_OF_LIMITS, and the node answers correctly afterwards.
+
+    The fuzzer keeps going past its 600 messages until the solves have seen the outcomes checked
+    below (5 successes, an out-of-limits state): how many solves fall within 600 messages
+    depends on the machine's load, the outcomes do not."""
     node = ros.start_node("dual_arm_torso")
     model = load_robot("dual_arm_torso")
     names = node.joint_names
@@ -215,26 +255,27 @@ def test_joint_state_fuzz_never_reaches_a_command(ros):
     node.publish_full_state(start)
     rng = np.random.default_rng(7)
     stop = threading.Event()
+    enough = threading.Event()  # the solves have seen the outcomes the assertions need
     sent = Counter()
 
     def fuzz():
         gen = garbage_states(names, lower, upper, np.random.default_rng(8))
         huge = huge_states(names, np.random.default_rng(9))
-        for n in range(600):
-            if stop.is_set():
-                return
+        n = 0
+        while not stop.is_set() and (n < 600 or not enough.is_set()):
             kind, msg = next(huge, (None, None)) if n in (100, 300) else next(gen)
             if msg is None:
                 kind, msg = next(gen)
             node.state_pub.publish(msg)
             sent[kind] += 1
+            n += 1
             time.sleep(0.004)
 
     fuzzer = threading.Thread(target=fuzz, daemon=True)
     codes = Counter()
     fuzzer.start()
     try:
-        deadline = time.monotonic() + 30.0
+        deadline = time.monotonic() + 600.0  # a hang catcher: ~5 s on a quiet machine, ~15 s under load
         while fuzzer.is_alive() and time.monotonic() < deadline:
             goal = near(model, start, rng, 0.3)
             node.target_pub.publish(candidate_at(model, near(model, start, rng, 0.3), node.ee_names))
@@ -245,21 +286,28 @@ def test_joint_state_fuzz_never_reaches_a_command(ros):
             for result in response.results:
                 assert_command_within_limits(JointState(name=list(response.joint_names),
                                                         position=result.joint_positions), names, lower, upper)
+            if codes[Response.SUCCESS] >= 5 and codes[Response.JOINT_STATE_OUT_OF_LIMITS] >= 1:
+                enough.set()
     finally:
         stop.set()
-        fuzzer.join(timeout=10.0)
-    time.sleep(0.3)  # commands still in flight
-    commands = list(node.commands)
+        fuzzer.join(timeout=TIMEOUT)
+    assert not fuzzer.is_alive()
+    assert sum(sent.values()) >= 600 and sent["huge"] == 1, sent
+    assert codes[Response.SUCCESS] >= 5 and codes[Response.JOINT_STATE_OUT_OF_LIMITS] >= 1, codes
+    # Each SUCCESS published a command (publish=True): wait for five of them, not for a fixed time.
+    commands = list(node.wait_commands(5))
     for msg in commands:
         assert_command_within_limits(msg, names, lower, upper)
-    assert sum(sent.values()) >= 500 and sent["huge"] == 1, sent
-    assert codes[Response.SUCCESS] >= 5 and codes[Response.JOINT_STATE_OUT_OF_LIMITS] >= 1, codes
-    assert len(commands) >= 5, len(commands)
     latest = node.node._joint_states.latest()
     assert np.all(np.isfinite(latest)) and np.all(np.abs(latest) < 3.5e38), latest
 
-    # Afterwards: a valid state and request are served correctly.
-    node.publish_full_state(start)
+    # Afterwards: a valid state and request are served correctly. Fuzz messages still queued for
+    # the node can arrive after a valid state (under load they did): publish it until it holds.
+    def holds_start():
+        node.publish_full_state(start)
+        return np.allclose(node.node._joint_states.latest(), start, rtol=0.0, atol=1e-5)
+
+    wait_until(holds_start, what="the node to hold the valid joint state again")
     goal = near(model, start, rng, 0.3)
     response = node.solve(reach_request(model, goal, node.ee_names, publish=True))
     assert response.error_code == Response.SUCCESS, response.message
@@ -354,13 +402,15 @@ def huge_request(node, kind: str) -> SolveDirectionUpIK.Request:
     ("seeds", ["overrides.num_seeds: 4294967295 exceeds", "limits.max_seeds=64"]),
 ])
 def test_huge_requests_are_rejected_promptly(default_node, kind, words):
+    """REQUEST_TOO_LARGE naming the limit, decided by the node before any solving (its handler
+    returns within NODE_CHECK_S); the node serves a valid request afterwards."""
     req = huge_request(default_node, kind)
     t0 = time.monotonic()
-    response = default_node.solve(req, timeout=60.0)
+    response, node_s = timed_solve(default_node, req, timeout=600.0)  # round trip: a hang catcher
     elapsed = time.monotonic() - t0
     assert_rejected(response, Response.REQUEST_TOO_LARGE, *words)
-    assert elapsed < PROMPT_S, elapsed
-    print(f"10^5 {kind}: REQUEST_TOO_LARGE after {elapsed:.2f} s")
+    assert node_s < NODE_CHECK_S, node_s
+    print(f"10^5 {kind}: REQUEST_TOO_LARGE after {elapsed:.2f} s (node: {1e3 * node_s:.2f} ms)")
     response = default_node.solve(reach_request(default_node.model, default_node.start, default_node.ee_names))
     assert response.error_code == Response.SUCCESS, response.message
 
@@ -405,9 +455,9 @@ def test_overrides_beyond_their_parameters_range_are_rejected(default_node, fiel
     req = request(DirectionUpCandidate(targets=[target_msg(n, far[e]) for e, n in enumerate(node.ee_names)]))
     setattr(req.overrides, field, value)
     req.overrides.num_seeds = 2
-    t0 = time.monotonic()
-    assert_rejected(node.solve(req), Response.INVALID_REQUEST, *words)
-    assert time.monotonic() - t0 < 5.0
+    response, node_s = timed_solve(node, req)
+    assert_rejected(response, Response.INVALID_REQUEST, *words)
+    assert node_s < NODE_CHECK_S, node_s  # rejected before the search, not after it
 
 
 def test_a_singular_system_is_a_numerical_failure_not_an_internal_error(default_node, monkeypatch):
