@@ -395,7 +395,9 @@ def test_deadline_reached_while_iterating():
     t0 = time.perf_counter()
     r = compiled.solve(problem, deadline=t0 + 0.05, parallel=False)
     elapsed = time.perf_counter() - t0
-    assert elapsed < 1.0
+    # Unbounded work (10^4 iterations of 64 candidates) stops at the first check after the
+    # deadline; the 0.95 s beyond it only absorb a loaded machine's scheduling.
+    assert elapsed < 0.05 + 0.95
     running = [s for s in r.stop_reason if s == res.STOP_TIME_BUDGET]
     if running:  # some candidate was still iterating: it has done some work
         assert np.max(r.iterations) > 0
