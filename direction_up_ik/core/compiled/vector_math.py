@@ -2,7 +2,13 @@
 
 3-vectors are tuples of floats (kept in registers). Every expression keeps the operation
 order of the numpy reference (``core.rotations``, ``np.sum``), so both backends round
-alike; ``test/core/test_fast_backend.py`` checks that they agree.
+alike; ``test/core/test_compiled_backend.py`` checks that they agree.
+
+The tuple helpers (``vec3`` ... ``mat_vec3``, ``axis_error_parts``) are ordinary calls that
+LLVM inlines: inlined in numba's IR instead, numba types them again at every call site,
+which lengthened the first compile by a third; the small loop helpers (``mat_mul3``,
+``copy1``, ``copy2``) stay inlined in numba's IR, where LLVM left them calls and the
+solves ran slower (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,36 +20,36 @@ import numpy as np
 from .numba_support import jitable, stack_array
 
 
-@jitable(inline="always")
+@jitable
 def vec3(a):
     """(3,) array -> 3-tuple."""
     return (a[0], a[1], a[2])
 
 
-@jitable(inline="always")
+@jitable
 def dot3(a, b):
     """Dot product of two 3-vectors, summed left to right like ``np.sum(a * b, -1)``."""
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
-@jitable(inline="always")
+@jitable
 def cross3(a, b):
     """Cross product a x b (numpy's component formulas)."""
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
-@jitable(inline="always")
+@jitable
 def norm3(a):
     """Euclidean length of a 3-vector."""
     return np.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
 
 
-@jitable(inline="always")
-def mat_vec3(model, v):
+@jitable
+def mat_vec3(a, v):
     """(3, 3) array times 3-vector -> 3-tuple."""
-    return (model[0, 0] * v[0] + model[0, 1] * v[1] + model[0, 2] * v[2],
-            model[1, 0] * v[0] + model[1, 1] * v[1] + model[1, 2] * v[2],
-            model[2, 0] * v[0] + model[2, 1] * v[1] + model[2, 2] * v[2])
+    return (a[0, 0] * v[0] + a[0, 1] * v[1] + a[0, 2] * v[2],
+            a[1, 0] * v[0] + a[1, 1] * v[1] + a[1, 2] * v[2],
+            a[2, 0] * v[0] + a[2, 1] * v[1] + a[2, 2] * v[2])
 
 
 @jitable(inline="always")
@@ -108,7 +114,7 @@ def orthogonal_unit(v):
     return (w[0] / n, w[1] / n, w[2] / n)
 
 
-@jitable(inline="always")
+@jitable
 def axis_error_parts(current, target):
     """(v, s, c, scale) of :func:`axis_error` away from opposite axes: v = target x current,
     s = |v|, c = target . current, axis_error = scale * v (scale 1 where s < 1e-12)."""
