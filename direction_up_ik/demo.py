@@ -157,7 +157,9 @@ def print_report(response, commands) -> None:
                          f"{np.degrees(e.direction_error):6.2f} / {np.degrees(e.up_error):6.2f}"
                          for e in r.errors)
         print(f"{i:>4} {str(r.success):>7} {r.cost:>10.4g} {r.iterations:>5} {r.stop_reason:<20} {errs}")
-    print(f"best_index: {response.best_index}")
+    print(f"best_index: {response.best_index}; solved by the {response.solver_backend} backend"
+          + (" (it answers until the compiled kernels are ready)"
+             if response.solver_backend == "numpy" else ""))
     if commands:
         cmd = commands[-1]
         print("published joint command (sensor_msgs/JointState):")

@@ -148,10 +148,14 @@ if [[ ! -f "$INIT" ]] || ! grep -q 'extend_path' "$INIT"; then
 fi
 
 # --- 6. compiled solver kernel -------------------------------------------------
-# numba compiles direction_up_ik/core/compiled/ once into its on-disk cache; doing it here
-# keeps that out of the first solve of a node or test. With the cache this is a sub-second load.
+# numba compiles direction_up_ik/core/compiled/ into its disk cache once (minutes; later loads
+# take a second). Started in the background, detached, so that nothing waits for it: the node
+# answers with the numpy backend until the kernels are ready, and a test run or benchmark that
+# needs them waits for this compile (a file lock) instead of compiling them again.
 if "$VPY" -c 'import numba' 2>/dev/null; then
-  "$VPY" -c 'from direction_up_ik.core import compiled; print(f"[bootstrap] solver kernel ready in {compiled.warm_up():.1f} s")'
+  mkdir -p "$STAMPS"
+  setsid "$VPY" -m direction_up_ik.precompile >"$STAMPS/precompile.log" 2>&1 </dev/null &
+  say "solver kernels: compiling in the background if not cached (log: ${STAMPS#"$ROOT"/}/precompile.log)"
 fi
 
 say "done in $((SECONDS - START)) s (venv: ${VENV#"$ROOT"/})"

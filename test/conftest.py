@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from direction_up_ik.core.backend import warm_up_backend
 from direction_up_ik.robots import load_robot
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels():
+    """The compiled kernels, ready before the first test: "auto" solves with them in the test
+    process from the start (a cold cache compiles them here, once; core/backend.py)."""
+    return warm_up_backend()
 
 
 @pytest.fixture

@@ -1,15 +1,27 @@
 """Which backend solves a built problem, and running it there.
 
 Two backends give the same answers (``docs/design.md``): the numpy reference
-(:mod:`.solver`) and the compiled numba kernels (:mod:`.compiled`), used by default when
-numba imports and the robot model is one they reproduce. ``backend="numpy"`` or the
-environment variable ``DIRECTION_UP_IK_BACKEND=numpy`` selects the reference.
+(:mod:`.solver`) and the compiled numba kernels (:mod:`.compiled`). ``backend="auto"`` (the
+default) uses the kernels once they are ready in this process and the numpy reference
+until then: the kernels' first compile takes minutes, so nothing waits for it. The first
+"auto" solve starts :func:`prepare_kernels` in the background (a child process compiles
+them into numba's disk cache, then this process loads them; with a warm cache that takes
+about a second); :func:`warm_up_backend` makes them ready now, blocking. A file lock in the
+cache folder keeps processes from compiling the same kernels at once. ``backend="numpy"``
+or the environment variable ``DIRECTION_UP_IK_BACKEND=numpy`` selects the reference,
+``DIRECTION_UP_IK_BACKEND=numba`` makes "auto" wait for the kernels.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-from typing import Optional
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, List, Optional
 
 import numpy as np
 
@@ -23,6 +35,14 @@ BACKENDS = ("numpy", "numba", "auto")
 #: Environment variable that overrides what "auto" picks ("numpy" or "numba").
 BACKEND_ENV = "DIRECTION_UP_IK_BACKEND"
 _compiled = None  # direction_up_ik.core.compiled once imported, or the ImportError
+LOG = logging.getLogger(__name__)
+
+#: Values of :func:`kernel_state`.
+KERNELS_ABSENT = "absent"        # numba unavailable, or DIRECTION_UP_IK_BACKEND=numpy
+KERNELS_COLD = "cold"            # not loaded in this process, nothing started
+KERNELS_PREPARING = "preparing"  # compiling (or loading) in the background
+KERNELS_READY = "ready"          # loaded: "auto" solves with them
+KERNELS_FAILED = "failed"        # preparing failed; "auto" stays on numpy
 
 
 def compiled_module():
@@ -43,8 +63,146 @@ def compiled_backend_allowed() -> bool:
     return os.environ.get(BACKEND_ENV) != "numpy"
 
 
+def _usable_module():
+    """The compiled package when it imports and "auto" may use it, else None."""
+    module = compiled_module() if compiled_backend_allowed() else None
+    return None if module is None or isinstance(module, Exception) else module
+
+
+class _Preparation:
+    """This process's progress towards loaded kernels (one per process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.state = KERNELS_COLD
+        self.seconds: Optional[float] = None
+        self.error = ""
+        self.callbacks: List[Callable[[Optional[float], str], None]] = []
+        self.child: Optional[subprocess.Popen] = None
+
+
+_preparation = _Preparation()
+
+
+def kernel_state() -> str:
+    """Where the compiled kernels stand in this process: one of the ``KERNELS_*`` values."""
+    module = _usable_module()
+    if module is None:
+        return KERNELS_ABSENT
+    if _preparation.state in (KERNELS_COLD, KERNELS_FAILED) and module.kernels_loaded():
+        _finish(KERNELS_READY, None, "")  # loaded by a direct compiled.warm_up() or "numba" solves
+    return _preparation.state
+
+
+@contextlib.contextmanager
+def _kernel_lock(module):
+    """Hold the file lock of the kernels' cache folder (no lock without a cache)."""
+    folder = module.cache_folder()
+    if folder is None:
+        yield
+        return
+    import fcntl
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "direction_up_ik.lock"), "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def warm_up_backend() -> Optional[float]:
+    """Make the compiled kernels ready in this process now: load them from numba's disk cache
+    (about a second) or compile them (minutes), waiting for another process that is
+    compiling them. Returns seconds taken, or None when "auto" runs the numpy backend.
+    Benchmarks, tests and the precompile command call it; a server calls
+    :func:`prepare_kernels` instead, which does not block."""
+    module = _usable_module()
+    if module is None:
+        return None
+    start = time.perf_counter()
+    with _kernel_lock(module):
+        module.warm_up()
+    seconds = time.perf_counter() - start
+    _finish(KERNELS_READY, seconds, "")
+    return seconds
+
+
+def prepare_kernels(on_ready: Optional[Callable[[Optional[float], str], None]] = None) -> str:
+    """Make the compiled kernels ready without blocking; returns :func:`kernel_state`.
+
+    A background thread loads them from numba's disk cache or, when they are not cached,
+    first runs ``python -m direction_up_ik.precompile`` (a child process: the compile holds
+    the interpreter for minutes) to fill it; until then "auto" solves with numpy. ``on_ready(seconds,
+    error)`` is called once when that ends (from the background thread; ``error`` empty
+    when the kernels are ready), or at once if they are already ready or cannot be had.
+    Without a writable cache location the kernels are compiled in this process, in the
+    background thread.
+    """
+    state = kernel_state()
+    with _preparation.lock:
+        state = _preparation.state if state != KERNELS_ABSENT else state
+        if state in (KERNELS_COLD, KERNELS_PREPARING) and on_ready is not None:
+            _preparation.callbacks.append(on_ready)
+        if state == KERNELS_COLD:
+            _preparation.state = state = KERNELS_PREPARING
+            threading.Thread(target=_prepare, name="direction_up_ik_kernels", daemon=True).start()
+    if on_ready is not None and state not in (KERNELS_COLD, KERNELS_PREPARING):
+        on_ready(_preparation.seconds, _preparation.error if state == KERNELS_FAILED else
+                 ("" if state == KERNELS_READY else "the compiled backend is off or unavailable"))
+    return state
+
+
+def stop_preparing() -> None:
+    """End a running background compile (its child process); "auto" stays on numpy. A server
+    calls it when it shuts down, so that no compile outlives it."""
+    child = _preparation.child
+    if child is not None and child.poll() is None:
+        child.terminate()
+
+
+def _prepare() -> None:
+    """The background preparation (:func:`prepare_kernels`)."""
+    start = time.perf_counter()
+    module = _usable_module()
+    try:
+        if module.cache_folder() is not None and not module.cache_is_warm():
+            env = dict(os.environ)
+            env.setdefault("OPENBLAS_NUM_THREADS", "1")
+            _preparation.child = subprocess.Popen(
+                [sys.executable, "-m", "direction_up_ik.precompile", "--quiet"], env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            _, errors = _preparation.child.communicate()
+            if _preparation.child.returncode != 0:
+                if _preparation.child.returncode < 0:  # stopped (stop_preparing)
+                    raise RuntimeError(f"the compile was stopped (signal {-_preparation.child.returncode})")
+                LOG.warning("precompiling the solver kernels failed (%s); compiling in this process",
+                            errors.strip().splitlines()[-1:] or "no message")
+        with _kernel_lock(module):
+            module.warm_up()  # a load from the cache the child filled, or the compile itself
+    except Exception as exc:  # noqa: BLE001 - reported to the callbacks; "auto" stays on numpy
+        _finish(KERNELS_FAILED, None, f"{type(exc).__name__}: {exc}")
+        return
+    _finish(KERNELS_READY, time.perf_counter() - start, "")
+
+
+def _finish(state: str, seconds: Optional[float], error: str) -> None:
+    with _preparation.lock:
+        if _preparation.state == KERNELS_READY:
+            return
+        _preparation.state, _preparation.seconds, _preparation.error = state, seconds, error
+        callbacks, _preparation.callbacks = _preparation.callbacks, []
+    for callback in callbacks:
+        callback(seconds, error)
+
+
 def select(problem: IKProblem, backend: str):
     """The compiled backend module to solve ``problem`` with, or None for the numpy reference.
+
+    "auto": the kernels once they are ready in this process (:func:`kernel_state`; the first
+    call starts :func:`prepare_kernels`), numpy until then; ``DIRECTION_UP_IK_BACKEND``
+    overrides it (numpy; numba: wait for the kernels). "numba" uses the kernels, compiling or
+    loading them on the spot if need be.
 
     Raises:
         InputValidationError: an unknown ``backend``, or "numba" where it cannot run.
@@ -66,24 +224,15 @@ def select(problem: IKProblem, backend: str):
             raise InputValidationError("backend", "'numba' does not support this robot model "
                                                   f"({type(problem.robot).__name__})")
         return None
+    if backend == "auto" and kernel_state() != KERNELS_READY:
+        prepare_kernels()
+        return None
     return module
 
 
 def compiled_backend(problem: IKProblem):
-    """The compiled backend module "auto" picks for ``problem``, or None (numpy)."""
+    """The compiled backend module "auto" picks for ``problem`` now, or None (numpy)."""
     return select(problem, "auto")
-
-
-def warm_up_backend() -> Optional[float]:
-    """Compile (or load from numba's disk cache) the kernels "auto" would use.
-
-    Returns seconds taken, or None when "auto" runs the numpy backend. Long-running
-    processes (the ROS node) call it at start-up so no request pays the compile time.
-    """
-    module = compiled_module() if compiled_backend_allowed() else None
-    if module is None or isinstance(module, Exception):
-        return None
-    return module.warm_up()
 
 
 def batch_threads(problem: IKProblem) -> int:
@@ -108,9 +257,7 @@ def solve_problem(problem: IKProblem, q_start: Optional[np.ndarray] = None,
             starts; candidates still running stop with reason ``time_budget``.
         backend: "numpy" (the reference, :func:`~.solver.solve_reference`), "numba" (the
             compiled :mod:`.compiled`, same results, much faster for small batches) or
-            "auto": numba when it imports and supports the robot, else numpy; the
-            environment variable ``DIRECTION_UP_IK_BACKEND`` (numpy / numba) overrides
-            what "auto" picks.
+            "auto": the kernels once they are ready, numpy until then (see :func:`select`).
         relay: optional ``(group, quota)`` for the search's seeds; see
             :func:`~.solver.solve_reference`.
         parallel: compiled backend only: None = a big batch is split over its worker

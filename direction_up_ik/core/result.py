@@ -40,6 +40,8 @@ class IKBatchResult:
         stop_reason: (B,) strings, see the ``STOP_*`` constants of this module.
         active_dof_ids: the joint coordinate indices the solver could move.
         device: always "cpu".
+        backend: which backend solved: "numba" (the compiled kernels) or "numpy" (the
+            reference); a search whose rounds ran on both says "numba+numpy".
     """
 
     joint_q: np.ndarray
@@ -53,6 +55,7 @@ class IKBatchResult:
     stop_reason: Tuple[str, ...]
     active_dof_ids: Tuple[int, ...]
     device: str = "cpu"
+    backend: str = "numpy"
 
     @property
     def num_candidates(self) -> int:

@@ -323,7 +323,7 @@ def _merge(parts) -> SearchResult:
         position_error=cat("position_error"), direction_error=cat("direction_error"),
         up_error=cat("up_error"), iterations=cat("iterations"),
         stop_reason=tuple(reason for r in results for reason in r.stop_reason),
-        active_dof_ids=results[0].active_dof_ids)
+        active_dof_ids=results[0].active_dof_ids, backend=_backends(results))
     return SearchResult(result=result, rounds=max(found.rounds for found, _ in parts),
                         starts=np.concatenate([found.starts for found, _ in parts]),
                         successes=np.concatenate([found.successes for found, _ in parts]),
@@ -462,7 +462,12 @@ def _assemble(results, pick_round: np.ndarray, pick_row: np.ndarray, best_score)
         joint_q=gather("joint_q"), success=success, cost=cost, best_index=best,
         position_error=gather("position_error"), direction_error=gather("direction_error"),
         up_error=gather("up_error"), iterations=gather("iterations"),
-        stop_reason=tuple(reasons), active_dof_ids=results[0].active_dof_ids)
+        stop_reason=tuple(reasons), active_dof_ids=results[0].active_dof_ids, backend=_backends(results))
+
+
+def _backends(results) -> str:
+    """The backend of some results: one name, or "numba+numpy" when they differ."""
+    return "+".join(sorted({r.backend for r in results}))
 
 
 def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None, *, joint_bounds=None,

@@ -31,7 +31,7 @@ import numpy as np
 from .kinematics import NODE_REVOLUTE
 from .errors import InputValidationError
 from .problem import IKProblem
-from .backend import compiled_backend_allowed, compiled_module
+from .backend import KERNELS_READY, compiled_module, kernel_state
 
 #: Joint states per library (cheap to build; smaller and larger libraries solved the
 #: benchmark's batches in about the same iterations).
@@ -224,9 +224,12 @@ class SeedLibrary:
         out = np.empty((len(rows), count), dtype=np.int64)
         if len(rows) == 0 or count == 0:
             return out
-        scan = _scanner() if method != "tree" else None
-        if method == "scan" and scan is None:
-            raise InputValidationError("method", "'scan' needs the compiled backend (numba)")
+        scan = _scanner() if method == "auto" else None
+        if method == "scan":  # asked for: compiled (or loaded) now if need be
+            module = compiled_module()
+            if isinstance(module, Exception):
+                raise InputValidationError("method", f"'scan' needs the compiled backend (numba): {module}")
+            scan = module.nearest_ranks
         has_direction, has_up = problem.has_direction[rows], problem.has_up[rows]
         if len(rows) == 1 or ((has_direction == has_direction[0]).all() and (has_up == has_up[0]).all()):
             groups = [(slice(None), has_direction[0], has_up[0])]  # the usual request: one pattern
@@ -280,10 +283,11 @@ NEAREST_METHODS = ("auto", "scan", "tree")
 
 
 def _scanner():
-    """The compiled scan (``compiled.nearest_ranks``), or None without numba or with the numpy
-    backend forced (``DIRECTION_UP_IK_BACKEND=numpy``): then the tree does all."""
-    module = compiled_module() if compiled_backend_allowed() else None
-    return None if module is None or isinstance(module, Exception) else module.nearest_ranks
+    """The compiled scan (``compiled.nearest_ranks``) once the kernels are ready in this process
+    (``backend.kernel_state``), else None: then the tree does all."""
+    if kernel_state() != KERNELS_READY:
+        return None
+    return compiled_module().nearest_ranks
 
 
 _libraries: "weakref.WeakKeyDictionary[object, OrderedDict]" = weakref.WeakKeyDictionary()

@@ -23,7 +23,8 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from ..core import (DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem, search_problem,
-                    solve_problem, warm_up_backend, warm_up_search)
+                    solve_problem, warm_up_search)
+from ..core.backend import prepare_kernels
 from .kinematics_yaml import GroupKinematicsConfig
 
 
@@ -81,7 +82,7 @@ class GroupIK:
         to the tips, in URDF order. ``search_discretization`` is accepted for API
         compatibility; the search samples seeds (library states nearest the target, then
         random ones) instead of discretising. Loads the compiled kernel and builds the
-        group's seed library (:meth:`_warm_up`).
+        group's seed library (:meth:`_warm_up`), without waiting for a first compile.
         """
         if isinstance(tip_frames, str):
             tip_frames = [tip_frames]
@@ -105,11 +106,12 @@ class GroupIK:
         return True
 
     def _warm_up(self) -> None:
-        """Load the compiled kernel and build the seed library now (MoveIt initializes a plugin
-        once, at start-up), not inside the first queries' timeouts, which are milliseconds.
-        The library holds for queries without consistency limits (those seed the search
-        with uniform draws in their box instead)."""
-        warm_up_backend()
+        """Build the seed library now and start loading (or compiling) the compiled kernels in
+        the background (MoveIt initializes a plugin once, at start-up), not inside the first
+        queries' timeouts, which are milliseconds; queries are answered by the numpy backend
+        until the kernels are ready. The library holds for queries without consistency limits
+        (those seed the search with uniform draws in their box instead)."""
+        prepare_kernels()
         robot = self._robot
         tcp = robot.tcp_transforms(robot.joint_q[None])[0]
         example = tuple(self._target_at(e, tcp[e, :3, 3], tcp[e, :3, :3]) for e in range(len(self._tips)))

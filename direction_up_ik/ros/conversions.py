@@ -158,6 +158,7 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
     """Copy a batch result into a SolveDirectionUpIK response (codes set by the caller)."""
     response.joint_names = list(joint_names)
     response.best_index = -1 if result.best_index is None else int(result.best_index)
+    response.solver_backend = result.backend
     results = []
     q = result.joint_q.astype(np.float64)
     for b in range(result.num_candidates):

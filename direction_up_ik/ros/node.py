@@ -42,7 +42,8 @@ from direction_up_ik.msg import DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
-                    solve_problem, warm_up_backend, warm_up_search)
+                    solve_problem, warm_up_search)
+from ..core.backend import KERNELS_ABSENT, KERNELS_READY, prepare_kernels, stop_preparing
 from ..groups import solve_position_ik
 from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
@@ -118,7 +119,9 @@ class DirectionUpIKNode(Node):
         # RViz interactive markers (markers.*): drag targets, solved through solve().
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
                                     self.solve) if self._config.markers_enabled else None)
-        self._kernel_seconds = warm_up_backend()
+        # The compiled kernels load (or compile, the first time) in the background; requests are
+        # answered by the numpy backend until they are ready (core/backend.py).
+        self._kernel_state = prepare_kernels(self._on_kernels_ready)
         self._warm_up_search()
         self._log_summary()
 
@@ -189,6 +192,15 @@ class DirectionUpIKNode(Node):
         self._config = config
         return SetParametersResult(successful=True)
 
+    def _on_kernels_ready(self, seconds, error) -> None:
+        """Logs once when the compiled kernels take over (or cannot); from a background thread."""
+        if error:
+            self.get_logger().warning(f"compiled solver kernels unavailable ({error}): the numpy backend "
+                                      "keeps answering")
+        elif seconds is not None:
+            self.get_logger().info(f"compiled solver kernels ready after {seconds:.1f} s: the numba "
+                                   "backend answers from now on")
+
     def _log_summary(self) -> None:
         c, r = self._config, self._robot
         active = list(c.active_joints) or ["all"]
@@ -199,8 +211,15 @@ class DirectionUpIKNode(Node):
             f"{ees}; active joints {active}; tolerances {s.position_tol} m / {s.frame_tol_rad} rad, "
             f"max_iters {s.max_iters}; command {c.command_type} on "
             f"{self._command_pub.topic_name}; service {self.resolve_service_name('~/solve')}; "
-            + ("solver backend numpy" if self._kernel_seconds is None else
-               f"solver backend numba (kernel ready in {self._kernel_seconds:.2f} s)"))
+            f"solver backend {self._backend_summary()}")
+
+    def _backend_summary(self) -> str:
+        if self._kernel_state == KERNELS_READY:
+            return "numba"
+        if self._kernel_state == KERNELS_ABSENT:
+            return "numpy (numba unavailable or DIRECTION_UP_IK_BACKEND=numpy)"
+        return ("numpy until the compiled kernels are ready (preparing them in the background; "
+                "`python -m direction_up_ik.precompile` does it ahead of time)")
 
     # ------------------------------------------------------------- inputs
     def _on_joint_state(self, msg: JointState) -> None:
@@ -376,6 +395,7 @@ def main(args: Optional[List[str]] = None) -> int:
         while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
         node.get_logger().info("shutting down")
+        stop_preparing()  # no compile outlives the node
         node.destroy_node()
     if rclpy.ok():
         rclpy.try_shutdown()

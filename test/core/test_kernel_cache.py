@@ -7,7 +7,10 @@ must invalidate them too (``compiled.numba_support``).
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -49,3 +52,14 @@ def test_the_modules_left_out_of_the_fingerprint_hold_no_compiled_code():
         text = (numba_support.PACKAGE_DIR / name).read_text(encoding="utf-8")
         for marker in ("@jitable", "@njit", "njit_cached(", "@intrinsic", "register_jitable"):
             assert marker not in text, f"{name} holds compiled code ({marker}): take it out of PYTHON_SIDE"
+
+
+def test_a_warm_cache_is_told_from_a_cold_one(tmp_path):
+    """``compiled.cache_is_warm``: what a process decides on before loading (a second) or
+    compiling (minutes) the kernels; here in fresh interpreters, against an empty cache folder."""
+    code = "from direction_up_ik.core import compiled; print(compiled.cache_is_warm())"
+    cold = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)),
+                          capture_output=True, text=True, timeout=600)
+    assert cold.stdout.strip().splitlines()[-1] == "False", cold.stderr
+    warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert warm.stdout.strip().splitlines()[-1] == "True", warm.stderr  # the test session warmed it

@@ -315,10 +315,19 @@ class NodeUnderTest:
 class NodeProcess:
     """``python -m direction_up_ik.ros.node --ros-args ARGS`` with stdout+stderr collected."""
 
-    def __init__(self, ros_args: Sequence[str], domain: Optional[int] = None) -> None:
+    def __init__(self, ros_args: Sequence[str], domain: Optional[int] = None,
+                 env: Optional[Dict[str, Optional[str]]] = None, cwd: Optional[Path] = None) -> None:
+        """``env``: variables to set (None: to remove) on top of :func:`subprocess_env`; ``cwd``:
+        the working folder (default the repository, whose sources ``python -m`` then imports)."""
         self.domain = private_domain_id() if domain is None else domain
         self.cmd = [sys.executable, "-m", "direction_up_ik.ros.node", "--ros-args", *ros_args]
-        self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=subprocess_env(self.domain),
+        environment = subprocess_env(self.domain)
+        for name, value in (env or {}).items():
+            if value is None:
+                environment.pop(name, None)
+            else:
+                environment[name] = value
+        self.proc = subprocess.Popen(self.cmd, cwd=REPO if cwd is None else cwd, env=environment,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: List[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

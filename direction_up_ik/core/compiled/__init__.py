@@ -22,9 +22,11 @@ Importing this package needs numba; :mod:`direction_up_ik.core.backend` decides 
 is used.
 """
 
-from .api import SEARCH_CHUNK_ROWS, SearchOutcome, search, search_loaded, solve, supports, warm_up
+from .api import (SEARCH_CHUNK_ROWS, SearchOutcome, cache_folder, cache_is_warm, kernels_loaded, search,
+                  search_loaded, solve, supports, warm_up)
 from .seed_scan import nearest_ranks
 from .threads import PARALLEL_MIN_CANDIDATES, executor, worker_threads
 
-__all__ = ["PARALLEL_MIN_CANDIDATES", "SEARCH_CHUNK_ROWS", "SearchOutcome", "executor", "nearest_ranks", "search",
-           "search_loaded", "solve", "supports", "warm_up", "worker_threads"]
+__all__ = ["PARALLEL_MIN_CANDIDATES", "SEARCH_CHUNK_ROWS", "SearchOutcome", "cache_folder", "cache_is_warm", "executor",
+           "kernels_loaded", "nearest_ranks", "search", "search_loaded", "solve", "supports", "warm_up",
+           "worker_threads"]

@@ -27,7 +27,7 @@ from ..targets import DirectionUpTarget
 from .iteration import run_serial
 from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
                      Leaves, Model, Search, State, Targets)
-from .numba_support import CLOCK
+from .numba_support import CLOCK, KernelCache
 from .search_rounds import run_search
 from .seed_scan import nearest_ranks
 from .threads import chunks as slice_count, executor, worker_threads
@@ -332,13 +332,39 @@ def _assemble_result(problem: IKProblem, state: State, score: Optional[np.ndarra
         best_index=best, position_error=err[0], direction_error=err[1], up_error=err[2],
         iterations=state.iterations,
         stop_reason=tuple(map(REASONS.__getitem__, state.reason.tolist())),
-        active_dof_ids=tuple(problem.active.tolist()))
+        active_dof_ids=tuple(problem.active.tolist()), backend="numba")
 
 
 # -------------------------------------------------------------------------- warm-up
 def search_loaded() -> bool:
     """True once the compiled search is compiled or loaded in this process."""
     return bool(run_search.signatures)
+
+
+#: The entry points Python calls; compiling or loading them makes the kernels ready.
+_ENTRY_POINTS = (run_serial, run_search, nearest_ranks)
+
+
+def kernels_loaded() -> bool:
+    """True once every kernel entry point is compiled or loaded in this process."""
+    return all(kernel.signatures for kernel in _ENTRY_POINTS)
+
+
+def cache_is_warm() -> bool:
+    """True when numba's disk cache holds every kernel entry point for these sources, so that
+    :func:`warm_up` loads them (about a second) instead of compiling them."""
+    for kernel in _ENTRY_POINTS:
+        cache = kernel._cache
+        if not isinstance(cache, KernelCache) or not cache._cache_file._load_index():
+            return False
+    return True
+
+
+def cache_folder() -> Optional[str]:
+    """The folder of the kernels' disk cache, or None when numba found no writable location
+    (then every process compiles them)."""
+    cache = run_serial._cache
+    return cache.cache_path if isinstance(cache, KernelCache) else None
 
 
 def _warm_up_search(problem: IKProblem) -> None:
