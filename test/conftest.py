@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+import cold_install
 from direction_up_ik.core.backend import warm_up_backend
 from direction_up_ik.robots import load_robot
+
+#: Tests that need the cold install's kernels (test/cold_install.py), whose compile starts in the
+#: background as soon as one of them is collected.
+COLD_INSTALL_TESTS = ("test_cold_start.py::test_an_unwritable_install_caches_the_kernels_per_user",)
+
+
+def pytest_collection_finish(session):
+    if any(item.nodeid.endswith(COLD_INSTALL_TESTS) for item in session.items):
+        cold_install.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    cold_install.cleanup()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,7 +4,8 @@
   nor ROS; ``ros/`` never imports ``moveit/``; ``moveit/`` never imports ``ros/`` or rclpy;
 * no module imports another that (directly or through others) imports it back;
 * every exception class the project defines derives from ``DirectionUpIKError``;
-* nothing in the package imports a benchmark.
+* nothing in the package imports a benchmark;
+* no two test modules share a basename (pytest would refuse to collect the suite).
 """
 
 from __future__ import annotations
@@ -160,3 +161,17 @@ def test_every_project_exception_derives_from_the_base_class():
     assert len(defined) >= 10  # the core's errors, ConfigError, RequestError, ... were found
     outside = sorted(f"{m}.{q}" for (m, q), cls in defined.items() if not issubclass(cls, DirectionUpIKError))
     assert outside == []
+
+
+def test_test_modules_have_unique_basenames():
+    """pytest imports test folders without ``__init__.py`` by basename ("rootdir" mode): two
+    ``test_x.py`` in different folders break collection of the whole suite on a clean clone."""
+    seen: Dict[str, pathlib.Path] = {}
+    clashes = []
+    for path in sorted(pathlib.Path(__file__).resolve().parent.rglob("*.py")):
+        if path.name in ("conftest.py", "__init__.py"):
+            continue
+        if path.name in seen:
+            clashes.append(f"{seen[path.name]} and {path}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "test modules sharing a basename: " + "; ".join(clashes)

@@ -85,13 +85,30 @@ _preparation = _Preparation()
 
 
 def kernel_state() -> str:
-    """Where the compiled kernels stand in this process: one of the ``KERNELS_*`` values."""
+    """Where the compiled kernels stand in this process: one of the ``KERNELS_*`` values. Does
+    not import numba before :func:`prepare_kernels` or a "numba" solve has (a second at start-up)."""
+    if not compiled_backend_allowed():
+        return KERNELS_ABSENT
+    if _compiled is None and f"{__package__}.compiled" not in sys.modules:
+        return _preparation.state  # nothing can be loaded yet
     module = _usable_module()
     if module is None:
         return KERNELS_ABSENT
     if _preparation.state in (KERNELS_COLD, KERNELS_FAILED) and module.kernels_loaded():
         _finish(KERNELS_READY, None, "")  # loaded by a direct compiled.warm_up() or "numba" solves
     return _preparation.state
+
+
+@contextlib.contextmanager
+def kernel_lock():
+    """Hold the kernels' file lock: no process compiles or loads them meanwhile (for tools and
+    tests; :func:`warm_up_backend` and :func:`prepare_kernels` take it themselves)."""
+    module = _usable_module()
+    if module is None:
+        yield
+        return
+    with _kernel_lock(module):
+        yield
 
 
 @contextlib.contextmanager
@@ -131,13 +148,13 @@ def warm_up_backend() -> Optional[float]:
 def prepare_kernels(on_ready: Optional[Callable[[Optional[float], str], None]] = None) -> str:
     """Make the compiled kernels ready without blocking; returns :func:`kernel_state`.
 
-    A background thread loads them from numba's disk cache or, when they are not cached,
-    first runs ``python -m direction_up_ik.precompile`` (a child process: the compile holds
-    the interpreter for minutes) to fill it; until then "auto" solves with numpy. ``on_ready(seconds,
-    error)`` is called once when that ends (from the background thread; ``error`` empty
-    when the kernels are ready), or at once if they are already ready or cannot be had.
-    Without a writable cache location the kernels are compiled in this process, in the
-    background thread.
+    A background thread imports numba and loads them from its disk cache or, when they are
+    not cached, first runs ``python -m direction_up_ik.precompile`` (a child process: the
+    compile would hold this interpreter for minutes) to fill it; until then "auto" solves
+    with numpy. ``on_ready(seconds, error)`` is called once when that ends (from the
+    background thread; ``error`` empty when the kernels are ready), or at once if they are
+    already ready or cannot be had. Without a writable cache location the kernels are
+    compiled in this process, in the background thread.
     """
     state = kernel_state()
     with _preparation.lock:
@@ -164,7 +181,10 @@ def stop_preparing() -> None:
 def _prepare() -> None:
     """The background preparation (:func:`prepare_kernels`)."""
     start = time.perf_counter()
-    module = _usable_module()
+    module = _usable_module()  # numba's import, off the caller's thread
+    if module is None:
+        _finish(KERNELS_ABSENT, None, "the compiled backend is unavailable (numba missing or broken)")
+        return
     try:
         if module.cache_folder() is not None and not module.cache_is_warm():
             env = dict(os.environ)
@@ -213,6 +233,9 @@ def select(problem: IKProblem, backend: str):
         backend = os.environ[BACKEND_ENV]
     if backend == "numpy":
         return None
+    if backend == "auto" and kernel_state() != KERNELS_READY:
+        prepare_kernels()
+        return None
     module = compiled_module()
     if isinstance(module, Exception):
         if backend == "numba":
@@ -223,9 +246,6 @@ def select(problem: IKProblem, backend: str):
         if backend == "numba":
             raise InputValidationError("backend", "'numba' does not support this robot model "
                                                   f"({type(problem.robot).__name__})")
-        return None
-    if backend == "auto" and kernel_state() != KERNELS_READY:
-        prepare_kernels()
         return None
     return module
 

@@ -19,9 +19,11 @@ _SCRIPT = """
 import json, time
 from direction_up_ik import DirectionUpTarget, robo_solve_ik_direction_up_multi_batch
 from direction_up_ik.core import backend
+from direction_up_ik.core.kinematics import mid_range
 from direction_up_ik.robots import load_robot
 robot = load_robot("panda_like")
-tcp = robot.tcp_transforms(robot.joint_q + 0.2)[0]
+robot.joint_q[:] = mid_range(robot)
+tcp = robot.tcp_transforms(mid_range(robot) + 0.05)[0]
 target = DirectionUpTarget(0, tcp[:3, 3], tcp[:3, 2], tcp[:3, 1], None, None)
 before = backend.kernel_state()
 result = robo_solve_ik_direction_up_multi_batch(robot, [(target,)], max_position_error=0.03)
