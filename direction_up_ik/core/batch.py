@@ -19,7 +19,8 @@ def robo_solve_ik_direction_up_multi_batch(
         position_tol: float = 1e-3, frame_tol_rad: float = 1e-2, position_weight: float = 1.0,
         rotation_weight: float = 1.0, damping: float = 1e-3,
         max_step_norm: float = 0.25, jacobian: str = "finite_difference", stall_window: int = 0,
-        num_step_scales: int = 8, damping_mode: str = "constant", backend: str = "auto") -> IKBatchResult:
+        num_step_scales: int = 8, damping_mode: str = "constant", periodic_joints: str = "as_solved",
+        backend: str = "auto") -> IKBatchResult:
     """Solve B candidates of E simultaneous Direction-Up targets from ``robot.joint_q``.
 
     Args:
@@ -37,7 +38,8 @@ def robo_solve_ik_direction_up_multi_batch(
             ("finite_difference", the spec's, or "analytic"), stall_window (0, the
             spec's stopping rules, or an opt-in "no progress" stop), num_step_scales
             (8, the spec's step scales down to 1/128, or fewer), damping_mode
-            ("constant", the spec's, or "residual"): see
+            ("constant", the spec's, or "residual"), periodic_joints ("as_solved", the
+            spec's final state of the iteration, or "nearest_turn"): see
             :class:`~direction_up_ik.core.settings.SolverSettings`.
         backend: "numpy", "numba" or "auto"; see :func:`~.backend.solve_problem`.
     Returns:
@@ -51,6 +53,7 @@ def robo_solve_ik_direction_up_multi_batch(
         max_position_error=max_position_error, max_iters=max_iters, position_tol=position_tol,
         frame_tol_rad=frame_tol_rad, position_weight=position_weight,
         rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
-        stall_window=stall_window, num_step_scales=num_step_scales, damping_mode=damping_mode)
+        stall_window=stall_window, num_step_scales=num_step_scales, damping_mode=damping_mode,
+        periodic_joints=periodic_joints)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
     return solve_problem(problem, backend=backend)

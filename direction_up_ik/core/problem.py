@@ -16,13 +16,34 @@ import numpy as np
 
 from .errors import (CandidateStructureError, InputTypeError, InputValidationError,
                      JointLimitError, LocalAxisConfigurationError, UnsupportedDeviceError)
-from .kinematics import RobotKinematics, validate_transform
+from .kinematics import NODE_REVOLUTE, RobotKinematics, validate_transform
 from .settings import SolverSettings
 from .targets import DirectionUpTarget
 
 SUPPORTED_DEVICES = ("cpu",)
 _UNIT_X = np.array([1.0, 0.0, 0.0])
 _UNIT_Y = np.array([0.0, 1.0, 0.0])
+#: A whole turn (rad).
+TURN = 2.0 * np.pi
+
+
+def periodic_coordinates(robot: RobotKinematics) -> np.ndarray:
+    """(D,) bool: coordinates whose every driven joint is revolute with scale +-1, so that
+    q and q + 2 pi give the same poses (continuous joints, and revolute ones whose range
+    spans more than a turn can use it)."""
+    arrays = robot.kernel_arrays()
+    out = np.zeros(robot.num_dofs, dtype=bool)
+    out[arrays.node_dof] = True
+    other = (arrays.node_type != NODE_REVOLUTE) | (np.abs(arrays.node_scale) != 1.0)
+    out[arrays.node_dof[other]] = False
+    return out
+
+
+def nearest_turns(q, toward, lower, upper):
+    """Whole turns (floats shaped like the broadcast inputs) that bring angles ``q`` nearest
+    ``toward`` while ``q + TURN * turns`` stays in [``lower``, ``upper``] (rad; ties to the even
+    count, as ``np.round``)."""
+    return np.clip(np.round((toward - q) / TURN), np.ceil((lower - q) / TURN), np.floor((upper - q) / TURN))
 
 
 @dataclass(frozen=True)
@@ -74,6 +95,21 @@ class IKProblem:
         """True when the solve uses the analytic Jacobian: ``settings.jacobian`` asks for it
         and no mimic joint sits on a TCP chain (those keep finite differences)."""
         return self.settings.jacobian == "analytic" and not self.robot.mimic_on_tcp_chain
+
+    @property
+    def turn_joints(self) -> np.ndarray:
+        """(P,) int64 positions in ``active`` of the :func:`periodic_coordinates` whose bounds
+        span more than a turn (continuous joints, a UR arm's +-2 pi): the joints that can
+        reach one pose at several in-bound values (``SolverSettings.periodic_joints``).
+        Computed once per problem (kept in ``__dict__``, which :meth:`select` copies)."""
+        cached = self.__dict__.get("_turn_joints")
+        if cached is None:
+            a = self.active
+            wide = ~(self.upper[a] - self.lower[a] <= TURN)  # inf - inf (nan) counts as wide
+            cached = np.flatnonzero(periodic_coordinates(self.robot)[a] & wide).astype(np.int64)
+            cached.setflags(write=False)
+            self.__dict__["_turn_joints"] = cached
+        return cached
 
     def select(self, candidates: np.ndarray) -> "IKProblem":
         """The same problem restricted to (or repeating) ``candidates`` (indices, any order)."""

@@ -69,13 +69,17 @@ class SearchResult:
     Attributes:
         result: per candidate the selected start's outcome (an IKBatchResult;
             ``cost`` is joint motion from the current state as in the spec;
-            ``best_index`` follows ``selection``). A candidate without an
-            accepted success reports its solve from the current state.
+            ``best_index`` follows ``selection``; ``iterations`` those of that start).
+            A candidate without an accepted success reports the attempt that came
+            nearest (:func:`closeness`: least weighted squared error; the first of
+            equal ones, round 0 first), so its errors tell "far out of reach" from
+            "almost".
         rounds: rounds run, round 0 (the current state) included;
         starts: (B,) starts solved per candidate (a round's seeds after its last needed
             success are not);
         successes: (B,) accepted successes per candidate; elapsed_s: wall time;
-        timed_out: True when the time budget stopped the search.
+        timed_out: True when the time budget stopped the search;
+        iterations: (B,) int64 iterations summed over every start of the candidate's search.
     """
 
     result: IKBatchResult
@@ -84,6 +88,7 @@ class SearchResult:
     successes: np.ndarray
     elapsed_s: float
     timed_out: bool
+    iterations: np.ndarray
 
 
 _thread_local = threading.local()
@@ -137,6 +142,22 @@ def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selecti
     mid, half, bounded = _center_scales(problem)
     z = np.where(bounded, (q[:, problem.active].astype(np.float64) - mid) / half, 0.0)
     return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
+
+
+def closeness(problem: IKProblem, result: IKBatchResult, rows=slice(None)) -> np.ndarray:
+    """(n,) how near each of ``result``'s ``rows`` came, lower is nearer: per target
+    (position_weight e_p)^2 + (rotation_weight e_d)^2 + (rotation_weight e_u)^2 of its
+    unweighted errors (the parts it leaves free out), summed target by target: the solver's
+    weighted squared residual. The compiled search's is ``search_rounds.closeness``."""
+    weights = problem.settings
+    parts = (result.position_error[rows], result.direction_error[rows], result.up_error[rows])
+    total = np.zeros(len(parts[0]))
+    for e in range(parts[0].shape[1]):
+        term = (weights.position_weight * parts[0][:, e]) ** 2
+        for angle in (parts[1][:, e], parts[2][:, e]):
+            term = term + np.where(np.isnan(angle), 0.0, (weights.rotation_weight * angle) ** 2)
+        total = total + term
+    return total
 
 
 def _center_scales(problem: IKProblem):
@@ -201,7 +222,7 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
         if found is not None:
             return SearchResult(result=found.result, rounds=found.rounds, starts=found.starts,
                                 successes=found.successes, elapsed_s=time.perf_counter() - start_time,
-                                timed_out=found.timed_out)
+                                timed_out=found.timed_out, iterations=found.iterations)
     parts = split_count(problem, num_seeds=num_seeds, max_rounds=max_rounds, timed=deadline is not None,
                         accept=accept, seeding=seeding)
     if parts == 1:
@@ -219,7 +240,7 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
             found, _ = _search(problem, parallel=None, **options)
     return SearchResult(result=found.result, rounds=found.rounds, starts=found.starts,
                         successes=found.successes, elapsed_s=time.perf_counter() - start_time,
-                        timed_out=found.timed_out)
+                        timed_out=found.timed_out, iterations=found.iterations)
 
 
 #: False keeps every search on the Python rounds of :func:`_search` (the reference of the
@@ -228,11 +249,12 @@ COMPILED_SEARCH = True
 
 
 #: What :func:`_compiled_search` found: a SearchResult's result, rounds, starts, successes,
-#: timed_out, and each candidate's ``best_score`` (inf: none); ``used_up``: the rounds
+#: timed_out, iterations, and each candidate's ``best_score`` (inf: none) and ``closest`` (the
+#: :func:`closeness` of the attempt reported where no success); ``used_up``: the rounds
 #: reached the library's end before the deadline with candidates pending (:func:`_search`
 #: goes on from there with random draws).
 _Compiled = namedtuple("_Compiled", ("result", "rounds", "starts", "successes", "best_score", "timed_out",
-                                     "used_up"))
+                                     "used_up", "iterations", "closest"))
 
 
 def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float],
@@ -283,15 +305,17 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
                         deadline=deadline)
     if out is None:
         return None
-    result, score, timed_out = out.result, out.best_score, out.status == 1
+    result, score, timed_out, closest = out.result, out.best_score, out.status == 1, out.closest
     if score is None:  # round 0 settled every candidate, as in _search's shortcut
         score = selection_score(problem, result.joint_q, result.cost, selection)
+        closest = closeness(problem, result)
         if limit_center:
             result = dataclasses.replace(result, best_index=int(np.argmin(score)) if result.success.any()
                                          else None)
         late = deadline is not None and time.perf_counter() >= deadline
         timed_out = bool(late and (out.successes < min_successes).any())
-    return _Compiled(result, out.rounds, out.starts, out.successes, score, timed_out, out.status == 2)
+    return _Compiled(result, out.rounds, out.starts, out.successes, score, timed_out, out.status == 2,
+                     out.iterations, closest)
 
 
 def split_count(problem: IKProblem, *, num_seeds: int, max_rounds: Optional[int], timed: bool,
@@ -327,7 +351,8 @@ def _merge(parts) -> SearchResult:
     return SearchResult(result=result, rounds=max(found.rounds for found, _ in parts),
                         starts=np.concatenate([found.starts for found, _ in parts]),
                         successes=np.concatenate([found.successes for found, _ in parts]),
-                        elapsed_s=0.0, timed_out=any(found.timed_out for found, _ in parts))
+                        elapsed_s=0.0, timed_out=any(found.timed_out for found, _ in parts),
+                        iterations=np.concatenate([found.iterations for found, _ in parts]))
 
 
 def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], max_rounds: Optional[int],
@@ -340,7 +365,8 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
     if resume is not None:
         return _search_rounds(problem, resume.result, resume.rounds, resume.starts.copy(),
                               resume.successes.copy(), resume.best_score.copy(),
-                              np.where(np.isfinite(resume.best_score), 0, -1), num_seeds=num_seeds,
+                              np.where(np.isfinite(resume.best_score), 0, -1), resume.iterations.copy(),
+                              resume.closest.copy(), num_seeds=num_seeds,
                               deadline=deadline, max_rounds=max_rounds, min_successes=min_successes,
                               selection=selection, random_seed=random_seed, accept=None, seeding=seeding,
                               parallel=parallel)
@@ -353,36 +379,34 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
         ok = first.success.astype(np.int64)
         late = deadline is not None and time.perf_counter() >= deadline
         return SearchResult(result=first, rounds=1, starts=np.ones(b, dtype=np.int64), successes=ok,
-                            elapsed_s=0.0, timed_out=bool(late and not ok.all())), first.cost
+                            elapsed_s=0.0, timed_out=bool(late and not ok.all()),
+                            iterations=first.iterations.astype(np.int64)), first.cost
     return _search_rounds(problem, first, 0, np.ones(b, dtype=np.int64), np.zeros(b, dtype=np.int64),
-                          np.full(b, np.inf), np.full(b, -1), num_seeds=num_seeds, deadline=deadline,
+                          np.full(b, np.inf), np.full(b, -1), np.zeros(b, dtype=np.int64), np.full(b, np.inf),
+                          num_seeds=num_seeds, deadline=deadline,
                           max_rounds=max_rounds, min_successes=min_successes, selection=selection,
                           random_seed=random_seed, accept=accept, seeding=seeding, parallel=parallel)
 
 
 def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts: np.ndarray,
-                   successes: np.ndarray, best_score: np.ndarray, pick_round: np.ndarray, *, num_seeds: int,
+                   successes: np.ndarray, best_score: np.ndarray, pick_round: np.ndarray, iterations: np.ndarray,
+                   closest: np.ndarray, *, num_seeds: int,
                    deadline: Optional[float], max_rounds: Optional[int], min_successes: int, selection: str,
                    random_seed, accept: Optional[AcceptFn], seeding: str, parallel: Optional[bool]):
     """:func:`_search`'s rounds of seeds after ``rounds`` rounds (0: ``first`` is round 0's
     result, still to be counted; else the rounds so far summed up in ``first``, one row per
-    candidate: its pick, or its round-0 solve where ``pick_round`` is -1, with ``starts``,
-    ``successes`` and ``best_score`` so far)."""
+    candidate: its pick, or its nearest attempt where ``pick_round`` is -1, with ``starts``,
+    ``successes``, ``best_score``, ``iterations`` and ``closest`` so far)."""
     b = problem.num_candidates
     results = []  # each round's result, round 0 (or the rounds so far) first
     # Per candidate its selected success: round (-1 = none yet) and row in that round.
-    # A candidate without one reports its round-0 solve, row c of round 0.
     pick_row = np.arange(b)
+    # A candidate without one reports its nearest attempt (closeness ``closest``): round
+    # near_round, row near_row (at first row c of round 0, or of the rounds so far).
+    near_round, near_row = np.zeros(b, dtype=np.int64), np.arange(b)
 
-    def record(out: IKBatchResult, cand: np.ndarray) -> None:
-        """Count the accepted successes of one round's rows (row i solved candidate cand[i])."""
-        results.append(out)
-        ok = out.success.astype(bool)
-        if accept is not None:
-            for i in np.flatnonzero(ok):
-                ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
-        if not ok.any():
-            return  # no success to count (e.g. a far target's round 0)
+    def count_successes(out: IKBatchResult, cand: np.ndarray, ok: np.ndarray) -> None:
+        """Count one round's accepted successes ``ok`` and keep each candidate's best."""
         score = selection_score(problem, out.joint_q, np.where(ok, out.cost, np.inf), selection)
         idx = np.flatnonzero(ok)
         owner = cand[idx]
@@ -395,6 +419,28 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         best_score[picked] = score[better]
         pick_round[picked] = len(results) - 1
         pick_row[picked] = better
+
+    def record(out: IKBatchResult, cand: np.ndarray) -> None:
+        """Count the accepted successes and the iterations of one round's rows (row i solved
+        candidate cand[i]); keep the nearest attempt of candidates without a success."""
+        results.append(out)
+        np.add.at(iterations, cand, out.iterations)
+        ok = out.success.astype(bool)
+        if accept is not None:
+            for i in np.flatnonzero(ok):
+                ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
+        if ok.any():
+            count_successes(out, cand, ok)
+        failed = np.flatnonzero(~ok & (successes[cand] == 0))
+        if len(failed):
+            near = closeness(problem, out, failed)
+            mine = _best_of_each(cand[failed], near)
+            row, near = failed[mine], near[mine]
+            better = near < closest[cand[row]]
+            owner = cand[row[better]]
+            closest[owner] = near[better]
+            near_round[owner] = len(results) - 1
+            near_row[owner] = row[better]
 
     if rounds == 0:
         record(first, np.arange(b))
@@ -429,16 +475,17 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         record(out, cand)
         rounds += 1
     _give_back(rng_key)
-    result = _assemble(results, pick_round, pick_row, best_score)
+    picked = pick_round >= 0
+    result = _assemble(results, np.where(picked, pick_round, near_round), np.where(picked, pick_row, near_row),
+                       picked, best_score)
     return SearchResult(result=result, rounds=rounds, starts=starts, successes=successes,
-                        elapsed_s=0.0, timed_out=timed_out), best_score
+                        elapsed_s=0.0, timed_out=timed_out, iterations=iterations), best_score
 
 
-def _assemble(results, pick_round: np.ndarray, pick_row: np.ndarray, best_score) -> IKBatchResult:
-    """Per candidate its selected success (round ``pick_round``, row ``pick_row`` of
-    ``results``), else (round -1) its round-0 solve."""
-    b = len(pick_round)
-    source = np.maximum(pick_round, 0)
+def _assemble(results, source: np.ndarray, pick_row: np.ndarray, picked: np.ndarray, best_score) -> IKBatchResult:
+    """Per candidate row ``pick_row`` of round ``source`` of ``results``: its selected success
+    where ``picked``, else the attempt it reports."""
+    b = len(source)
     rounds = np.unique(source).tolist()
     if len(rounds) == 1:  # the usual case (e.g. one target): one fancy index per field
         out = results[rounds[0]]
@@ -455,7 +502,7 @@ def _assemble(results, pick_round: np.ndarray, pick_row: np.ndarray, best_score)
                 values[mask] = getattr(results[r], field)[pick_row[mask]]
             return values
         reasons = [results[r].stop_reason[i] for r, i in zip(source.tolist(), pick_row.tolist())]
-    success = (pick_round >= 0).astype(np.int32)
+    success = picked.astype(np.int32)
     cost = np.where(success == 1, gather("cost"), np.inf)
     best = int(np.argmin(best_score)) if success.any() else None
     return IKBatchResult(
@@ -515,6 +562,7 @@ def robo_search_ik_direction_up(
         stall_window: int = SEARCH_SOLVER_DEFAULTS["stall_window"],
         num_step_scales: int = SEARCH_SOLVER_DEFAULTS["num_step_scales"],
         damping_mode: str = SEARCH_SOLVER_DEFAULTS["damping_mode"],
+        periodic_joints: str = SEARCH_SOLVER_DEFAULTS["periodic_joints"],
         **settings) -> SearchResult:
     """Multi-seed search over the spec solver.
 
@@ -525,7 +573,7 @@ def robo_search_ik_direction_up(
             (which solves from the current state only); see ``seeding``. 0 = the
             current state only (the spec's solve when also given max_step_norm=0.25,
             jacobian="finite_difference", stall_window=0, num_step_scales=8,
-            damping_mode="constant"). A round's seeds are tried one after another, so
+            damping_mode="constant", periodic_joints="as_solved"). A round's seeds are tried one after another, so
             seeds after the needed successes cost nothing but their ranking; for a big
             batch ``num_seeds=4, max_rounds=5`` is the benchmark's setting.
         time_budget: seconds for the whole call, or None. No new round starts
@@ -550,9 +598,12 @@ def robo_search_ik_direction_up(
             last ``seeds.CACHE_PER_MODEL`` kept); bounds that change with every call (a
             box around each call's seed) are better served by ``seeding="random"``, as
             the MoveIt plugin does.
-        max_step_norm, jacobian, stall_window, num_step_scales, damping_mode: settings of
-            every local solve, default ``settings.SEARCH_SOLVER_DEFAULTS`` (the spec's:
-            0.25, "finite_difference", 0, 8, "constant"; see ``SolverSettings``).
+        max_step_norm, jacobian, stall_window, num_step_scales, damping_mode, periodic_joints:
+            settings of every local solve, default ``settings.SEARCH_SOLVER_DEFAULTS`` (the
+            spec's: 0.25, "finite_difference", 0, 8, "constant", "as_solved"; see
+            ``SolverSettings``). With "nearest_turn" every success has each periodic joint whose
+            bounds span more than a turn at its in-bound value nearest the current state, and
+            its cost (hence the selection among successes) is measured there.
         **settings: max_iters, position_tol, frame_tol_rad, position_weight,
             rotation_weight, damping (spec defaults).
     """
@@ -560,7 +611,8 @@ def robo_search_ik_direction_up(
         max_rounds = 1
     checked = solver_settings(max_position_error=max_position_error, max_step_norm=max_step_norm,
                               jacobian=jacobian, stall_window=stall_window,
-                              num_step_scales=num_step_scales, damping_mode=damping_mode, **settings)
+                              num_step_scales=num_step_scales, damping_mode=damping_mode,
+                              periodic_joints=periodic_joints, **settings)
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform,
                             checked, joint_bounds=joint_bounds)
     return search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,

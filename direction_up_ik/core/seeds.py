@@ -28,9 +28,8 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .kinematics import NODE_REVOLUTE
 from .errors import InputValidationError
-from .problem import IKProblem
+from .problem import TURN, IKProblem, nearest_turns
 from .backend import KERNELS_READY, compiled_module, kernel_state
 
 #: Joint states per library (cheap to build; smaller and larger libraries solved the
@@ -42,21 +41,8 @@ AXIS_SCALE = 0.3
 #: Libraries kept per model (different active joints, bounds or inactive values).
 CACHE_PER_MODEL = 4
 _LIBRARY_SEED = 0x5EED
-_TURN = 2.0 * np.pi
 #: Points per k-d tree leaf (faster queries than scipy's default 16).
 _LEAF_SIZE = 32
-
-
-def periodic_coordinates(robot) -> np.ndarray:
-    """(D,) bool: coordinates whose every driven joint is revolute with scale +-1, so that
-    q and q + 2 pi give the same poses (continuous joints, and revolute ones whose range
-    spans more than a turn can use it)."""
-    arrays = robot.kernel_arrays()
-    out = np.zeros(robot.num_dofs, dtype=bool)
-    out[arrays.node_dof] = True
-    other = (arrays.node_type != NODE_REVOLUTE) | (np.abs(arrays.node_scale) != 1.0)
-    out[arrays.node_dof[other]] = False
-    return out
 
 
 def start_bounds(problem: IKProblem, around: Optional[np.ndarray] = None):
@@ -117,30 +103,35 @@ LEAF_POINTS = 64
 
 def leaf_layout(features: np.ndarray, leaf_points: int = LEAF_POINTS):
     """The points ``features`` (M, F) cut into leaves of at most ``leaf_points`` for the
-    compiled scan (``compiled.seed_scan.nearest_into``): halved at the median of their widest feature
-    (by range, the first of equal ranges; ties in the median by index) until small enough.
+    compiled scan (``compiled.seed_scan.nearest_into``): each part of more than
+    ``leaf_points`` points is halved (at (lo + hi) // 2 of its rows) after a stable sort by its
+    widest feature (by range, the first of equal ranges), until every part is small enough.
+    All parts of one depth are cut together (a few numpy calls per depth: about a millisecond
+    for a library, so a layout first used inside a time budget costs little).
     Returns ``compiled.layout.Leaves`` fields: (points_t (F, M) in leaf order, one feature per row,
     index (M,) int64 their rows in ``features``, start (L + 1,) int64, lo_t and hi_t (F, L)
     each leaf's bounding box, one feature per row)."""
     m = len(features)
     order = np.arange(m, dtype=np.int64)
-    leaves, stack = [], [(0, m)]
-    while stack:
-        lo, hi = stack.pop()
-        if hi - lo <= leaf_points:
-            leaves.append((lo, hi))
-            continue
-        part = features[order[lo:hi]]
-        widest = int(np.argmax(part.max(axis=0) - part.min(axis=0)))
-        order[lo:hi] = order[lo:hi][np.argsort(part[:, widest], kind="stable")]
-        mid = (lo + hi) // 2
-        stack += [(mid, hi), (lo, mid)]
-    leaves.sort()
+    cuts = np.array([0, m], dtype=np.int64)  # part i holds positions cuts[i] .. cuts[i + 1] - 1
+    while True:
+        sizes = np.diff(cuts)
+        split = sizes > leaf_points
+        if not split.any():
+            break
+        points = features[order]
+        part = np.repeat(np.arange(len(sizes)), sizes)  # each position's part
+        ranges = np.maximum.reduceat(points, cuts[:-1], axis=0) - np.minimum.reduceat(points, cuts[:-1], axis=0)
+        widest = np.argmax(ranges, axis=1)
+        key = np.where(split[part], points[np.arange(m), widest[part]], 0.0)
+        # Within a part: by its widest feature, equal values in their current order.
+        order = order[np.lexsort((np.arange(m), key, part))]
+        halves = cuts[:-1][split] + sizes[split] // 2
+        cuts = np.union1d(cuts, halves)
     points = np.ascontiguousarray(features[order])
-    start = np.array([lo for lo, _ in leaves] + [m], dtype=np.int64)
-    box_lo = np.minimum.reduceat(points, start[:-1], axis=0)
-    box_hi = np.maximum.reduceat(points, start[:-1], axis=0)
-    return (np.ascontiguousarray(points.T), order, start, np.ascontiguousarray(box_lo.T),
+    box_lo = np.minimum.reduceat(points, cuts[:-1], axis=0)
+    box_hi = np.maximum.reduceat(points, cuts[:-1], axis=0)
+    return (np.ascontiguousarray(points.T), order, cuts, np.ascontiguousarray(box_lo.T),
             np.ascontiguousarray(box_hi.T))
 
 
@@ -161,11 +152,9 @@ class SeedLibrary:
         size = LIBRARY_SIZE if size is None else size
         self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
         self.tcp_rot, self.tcp_pos = problem.robot.tcp_poses(self.q, problem.root_world_xform)
-        a = problem.active
         # Periodic joints whose bounds hold more than one copy of an angle (continuous ones,
         # the ur5's +-2 pi); for the others no whole turn stays inside the bounds.
-        wide = ~(problem.upper[a] - problem.lower[a] <= _TURN)
-        self._periodic = a[periodic_coordinates(problem.robot)[a] & wide]
+        self._periodic = problem.active[problem.turn_joints]
         for array in (self.q, self.tcp_rot, self.tcp_pos):
             array.setflags(write=False)
         self._indexes: Dict[bytes, list] = {}  # key -> [features (M, F), their transpose, tree]
@@ -267,8 +256,7 @@ class SeedLibrary:
         if len(c):
             target = (problem.q_initial if anchor is None else anchor)[c]
             lo, hi, q = problem.lower[c], problem.upper[c], out[:, c]
-            turns = np.clip(np.round((target - q) / _TURN), np.ceil((lo - q) / _TURN), np.floor((hi - q) / _TURN))
-            out[:, c] = np.clip(q + _TURN * turns, lo, hi)
+            out[:, c] = np.clip(q + TURN * nearest_turns(q, target, lo, hi), lo, hi)
         return out
 
 

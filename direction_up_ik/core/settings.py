@@ -45,6 +45,9 @@ JACOBIANS = ("finite_difference", "analytic")
 #: Values of ``SolverSettings.damping_mode``: the spec's constant damping or one that fades
 #: with the residual.
 DAMPING_MODES = ("constant", "residual")
+#: Values of ``SolverSettings.periodic_joints``: the spec's final state of the iteration, or
+#: each wide periodic joint of a success moved by whole turns nearest the initial state.
+PERIODIC_JOINTS = ("as_solved", "nearest_turn")
 #: Values of ``SearchSettings.selection``.
 SELECTIONS = ("least_motion", "limit_center")
 #: Values of ``SearchSettings.seeding``.
@@ -194,6 +197,12 @@ class SolverSettings(_Validated):
         "constant", kind="choice", choices=DAMPING_MODES,
         description="constant (the spec's) or residual: damping min(damping, the weighted squared "
                     "residual), Levenberg-Marquardt damping that fades near the target")
+    periodic_joints: str = setting(
+        "as_solved", kind="choice", choices=PERIODIC_JOINTS,
+        description="as_solved (the spec's: the iteration's final state) or nearest_turn: in a successful "
+                    "answer each revolute joint whose bounds span more than a turn takes the in-bound "
+                    "value nearest its initial one, whole turns away (same pose, less motion; its errors "
+                    "re-evaluated, and kept only when it still meets the tolerances)")
 
 
 @dataclass(frozen=True)
@@ -230,19 +239,22 @@ class SearchSettings(_Validated):
 #: solve keeps SolverSettings' defaults): a larger step cap and fewer step scales (seeds
 #: take over where a short step would not help), the exact Jacobian, the stall stop and
 #: the damping that fades near the target. Each made a search faster at the same success
-#: and joint motion; figures in docs/performance.md.
+#: and joint motion; figures in docs/performance.md. A seed's answer may lie whole turns
+#: away from the start on a periodic joint: ``nearest_turn`` brings it back.
 SEARCH_SOLVER_DEFAULTS = MappingProxyType(dict(max_step_norm=1.5, jacobian="analytic", stall_window=3,
-                                               num_step_scales=3, damping_mode="residual"))
+                                               num_step_scales=3, damping_mode="residual",
+                                               periodic_joints="nearest_turn"))
 
 #: ``max_position_error`` where a front end needs a default (the ROS node's
 #: ``solver.max_position_error``, kinematics.yaml): the spec makes it a required argument
 #: and leaves its value to the caller; the benchmarks and examples use 3 cm.
 DEFAULT_MAX_POSITION_ERROR = 0.03
 
-#: The ROS node's own search defaults: ``num_seeds`` 0, the spec's single start, so that
-#: the node's ``~/solve`` answers exactly as the spec by default (the search is one
-#: parameter or request field away). The Python search and the MoveIt front end use 4.
-NODE_SEARCH_DEFAULTS = MappingProxyType(dict(num_seeds=0))
+#: The ROS node's own search defaults (``search.*`` parameters): the search with its 4 seeds
+#: per round and a 0.1 s budget, so that a planner calling ``~/solve`` with defaults gets the
+#: search's success (the spec's single start solves far fewer random reachable targets; it is
+#: ``search.num_seeds: 0`` or ``overrides.num_seeds: -1`` away). Figures in docs/performance.md.
+NODE_SEARCH_DEFAULTS = MappingProxyType(dict(time_budget=0.1))
 
 
 # --------------------------------------------------------------- memoised construction

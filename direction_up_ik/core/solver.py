@@ -36,7 +36,7 @@ import numpy as np
 
 from . import result as res
 from .errors import NumericalFailure
-from .problem import IKProblem
+from .problem import TURN, IKProblem, nearest_turns
 from .result import IKBatchResult
 from .rotations import align_vector, align_vector_derivative, axis_error, axis_error_derivative
 from .settings import FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES
@@ -351,6 +351,8 @@ class ReferenceSolver:
                 history[going, slot] = ssr[going]
 
         success = self.meets_tolerances(pos_err, dir_err, up_err, everyone)
+        if self.settings.periodic_joints == "nearest_turn":
+            self.nearest_turn(q, pos_err, dir_err, up_err, np.flatnonzero(success))
         delta = q[:, self.active] - q0[self.active]
         cost = np.where(success, np.sum(delta * delta, axis=-1), np.inf)
         best = int(np.argmin(cost)) if np.any(success) else None
@@ -362,6 +364,29 @@ class ReferenceSolver:
             direction_error=dir_out, up_error=up_out, iterations=iterations,
             stop_reason=tuple(str(x) for x in reason),
             active_dof_ids=tuple(int(i) for i in self.active))
+
+    def nearest_turn(self, q: np.ndarray, pos_err: np.ndarray, dir_err: np.ndarray, up_err: np.ndarray,
+                     solved: np.ndarray) -> None:
+        """``periodic_joints="nearest_turn"``: move each :attr:`IKProblem.turn_joints` joint of
+        the ``solved`` rows by whole turns to its in-bound value nearest ``q_initial``
+        (:func:`~.problem.nearest_turns`). A moved row is rounded to float32 again and
+        re-evaluated; it replaces the row in ``q`` and the errors (in place) only when it
+        still meets the tolerances, so the errors stay those of the returned state."""
+        columns = self.active[self.problem.turn_joints]
+        if len(columns) == 0 or len(solved) == 0:
+            return
+        old = q[np.ix_(solved, columns)]
+        turns = nearest_turns(old, self.problem.q_initial[columns], self.lower[columns], self.upper[columns])
+        rows = solved[np.any(turns != 0, axis=1)]
+        if len(rows) == 0:
+            return
+        moved = q[rows].copy()
+        moved[:, columns] += TURN * turns[np.any(turns != 0, axis=1)]
+        moved = self.to_float32_in_limits(moved)
+        r, pe, de, ue = self.evaluate(moved, rows)
+        keep = np.all(np.isfinite(r), axis=-1) & self.meets_tolerances(pe, de, ue, rows)
+        rows = rows[keep]
+        q[rows], pos_err[rows], dir_err[rows], up_err[rows] = moved[keep], pe[keep], de[keep], ue[keep]
 
     @staticmethod
     def check_finite(values: np.ndarray, cand: np.ndarray, what: str) -> None:

@@ -110,7 +110,7 @@ PARAMS = (
          damping=1e-6, max_step_norm=0.05, position_weight=3.0, rotation_weight=0.5),
     dict(max_position_error=0.5, max_iters=64, position_tol=1e-2, frame_tol_rad=5e-2,
          damping=0.1, max_step_norm=1.0, position_weight=0.7, rotation_weight=2.0, stall_window=3,
-         num_step_scales=3, damping_mode="residual"),
+         num_step_scales=3, damping_mode="residual", periodic_joints="nearest_turn"),
 )
 LOCAL_AXES = ("tcp", "default", "custom")
 CUSTOM_LOCAL = (np.array([0.0, 0.6, 0.8]), np.array([1.0, 0.0, 0.0]))
@@ -740,3 +740,20 @@ def test_step_damping_of_both_backends_is_min_of_damping_and_the_residual_with_a
             problem = build_problem(robot, [targets_at(robot, mid_range(robot))], None, "cpu", None, settings)
             got = np.broadcast_to(ReferenceSolver(problem).damping(ssr), (len(ssr), 1, 1)).reshape(-1)
             np.testing.assert_array_equal(got, want)
+
+
+def test_every_solve_and_search_calls_the_kernels_with_one_signature(ur5, panda):
+    """A second signature of an entry point is a second compile (or cache load) at run time:
+    solves and searches with and without whole-turn joints, spec and search settings, one
+    target and a batch, must all pass the same argument types."""
+    from direction_up_ik import robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch
+    from direction_up_ik.core.compiled import iteration, search_rounds
+    for robot in (ur5, panda):
+        robot.joint_q[:] = mid_range(robot)
+        cands = [targets_at(robot, q) for q in random_in_limits(robot, np.random.default_rng(1), 40)]
+        for batch in (cands[:1], cands):
+            robo_solve_ik_direction_up_multi_batch(robot, batch, max_position_error=0.03, backend="numba")
+            robo_search_ik_direction_up(robot, batch, max_position_error=0.03, num_seeds=2, max_rounds=2)
+            robo_search_ik_direction_up(robot, batch, max_position_error=0.03, num_seeds=2, time_budget=1.0)
+    assert len(iteration.run_serial.signatures) == 1, iteration.run_serial.signatures
+    assert len(search_rounds.run_search.signatures) == 1, search_rounds.run_search.signatures

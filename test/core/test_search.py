@@ -43,7 +43,7 @@ def test_num_seeds_zero_is_the_spec_solve(panda, far_targets):
     spec = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE)
     found = robo_search_ik_direction_up(panda, far_targets, num_seeds=0, max_position_error=MPE,
                                         max_step_norm=0.25, jacobian="finite_difference", stall_window=0,
-                                        num_step_scales=8, damping_mode="constant")
+                                        num_step_scales=8, damping_mode="constant", periodic_joints="as_solved")
     np.testing.assert_array_equal(found.result.joint_q, spec.joint_q)
     np.testing.assert_array_equal(found.result.success, spec.success)
     assert found.rounds == 1 and np.all(found.starts == 1)
@@ -54,7 +54,7 @@ def test_round_zero_is_the_current_state_alone_with_the_search_settings(panda, f
     # default step cap, Jacobian, stall stop, step scales and damping); seeds are spent only on the
     # candidates it did not solve.
     assert dict(SEARCH_SOLVER_DEFAULTS) == dict(max_step_norm=1.5, jacobian="analytic", stall_window=3, num_step_scales=3,
-                                         damping_mode="residual")
+                                                damping_mode="residual", periodic_joints="nearest_turn")
     local = robo_solve_ik_direction_up_multi_batch(panda, far_targets, max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS)
     found = robo_search_ik_direction_up(panda, far_targets, num_seeds=5, max_rounds=2, max_position_error=MPE)
     solved = local.success == 1
@@ -189,6 +189,7 @@ def _same_search(a, b) -> None:
     assert (a.rounds, a.timed_out) == (b.rounds, b.timed_out)
     np.testing.assert_array_equal(a.starts, b.starts)
     np.testing.assert_array_equal(a.successes, b.successes)
+    np.testing.assert_array_equal(a.iterations, b.iterations)
 
 
 @pytest.mark.parametrize("selection", ["least_motion", "limit_center"])
@@ -274,13 +275,14 @@ def _python_and_compiled(robot, candidates, monkeypatch, **kwargs):
 
 
 @pytest.mark.parametrize("case", ["batch", "batch_limit_center", "min_successes_2", "timed", "one_by_one",
-                                  "no_seeds"])
+                                  "no_seeds", "unreachable"])
 def test_the_compiled_search_finds_what_the_python_rounds_find(panda, ur5, case, monkeypatch):
     """The compiled search (round 0 and the rounds of seeds in one kernel call per chunk of
     candidates) against the Python rounds it replaces: every field equal, with chunks queued
     for two threads ("batch"), the other selection on the ur5 (joints of +-2 pi, turned
     towards the anchor), relays that need two successes, a time budget (long enough not to
-    stop anything), single targets (round 0 before the kernel's rounds) and no seeds."""
+    stop anything), single targets (round 0 before the kernel's rounds), no seeds, and targets
+    out of reach (each reports its nearest attempt)."""
     pytest.importorskip("numba", reason="the compiled search is the numba backend's")
     from direction_up_ik.core.compiled import api as kernel_api
     robot = ur5 if case == "batch_limit_center" else panda
@@ -298,6 +300,10 @@ def test_the_compiled_search_finds_what_the_python_rounds_find(panda, ur5, case,
         kwargs.update(max_rounds=None, time_budget=60.0)
     elif case == "no_seeds":
         kwargs["num_seeds"] = 0
+    elif case == "unreachable":  # a third of the targets 0.3 m further out
+        cands = [tuple(DirectionUpTarget(t.ee_id, t.position_world * (1.0 + 0.3 * (i % 3 == 0)),
+                                         t.direction_world, t.up_world, None, None) for t in cand)
+                 for i, cand in enumerate(cands)]
     if case == "one_by_one":
         for cand in cands[:20]:
             python, compiled = _python_and_compiled(robot, [cand], monkeypatch, **kwargs)
@@ -309,6 +315,8 @@ def test_the_compiled_search_finds_what_the_python_rounds_find(panda, ur5, case,
         assert python.rounds > 1 and np.any(python.starts > 2)  # rounds of seeds ran
     if case == "min_successes_2":
         assert np.any(python.successes >= 2)
+    if case == "unreachable":
+        assert np.sum(python.result.success == 0) > 5
 
 
 def test_the_compiled_search_goes_on_with_random_draws_where_the_library_ends(panda, monkeypatch):
@@ -371,3 +379,30 @@ def test_the_compiled_search_leaves_rounds_beyond_its_library_to_the_python_roun
     assert calls == [30]
     monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
     _same_search(compiled_first, robo_search_ik_direction_up(panda, far_targets, **kwargs))
+
+
+def test_a_failed_candidate_reports_its_nearest_attempt_and_the_whole_searchs_iterations(panda):
+    """A target out of reach reports the attempt that came nearest (least weighted squared
+    error), never worse than the solve from the current state, and the iterations of every
+    start: a planner tells "far out of reach" from "almost"."""
+    panda.joint_q[:] = mid_range(panda)
+    rng = np.random.default_rng(4)
+    tips = panda.tcp_transforms(random_configurations(panda, rng, 2000))[:, 0, :3, 3]
+    reach = np.linalg.norm(tips, axis=1)  # from the world origin (the panda's base)
+    out = tips[np.argmax(reach)] / np.max(reach)  # the farthest sampled direction
+    almost = DirectionUpTarget(0, out * (np.max(reach) + 0.03), None, None)
+    far = DirectionUpTarget(0, np.array([3.0, 0.0, 3.0]), None, None)
+    cands = [(almost,), (far,)]
+    found = robo_search_ik_direction_up(panda, cands, max_position_error=MPE, num_seeds=4, max_rounds=2)
+    local = robo_solve_ik_direction_up_multi_batch(panda, cands, max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS)
+    assert found.result.success.tolist() == [0, 0]
+    assert found.starts.tolist() == [9, 9]  # the current state and two rounds of 4 seeds
+    # Iterations of the whole search: at least round 0's plus one per start that stepped.
+    assert np.all(found.iterations >= local.iterations) and np.all(found.iterations > found.result.iterations)
+    error = found.result.position_error[:, 0]
+    assert np.all(error <= local.position_error[:, 0])  # position only: closeness is the error squared
+    assert 0.02 < error[0] < 0.1 and error[1] > 2.0  # almost vs far out of reach
+    # The errors are those of the joint state reported.
+    _, pos = panda.tcp_poses(found.result.joint_q.astype(np.float64))
+    np.testing.assert_allclose(np.linalg.norm(pos[:, 0] - [t[0].position_world for t in cands], axis=1),
+                               error, rtol=1e-9)

@@ -9,7 +9,7 @@ from direction_up_ik.core import warm_up_search
 from helpers import random_configurations, reachable_candidates
 from direction_up_ik.core import search as search_module
 from direction_up_ik.core import seeds
-from direction_up_ik.core.problem import build_problem
+from direction_up_ik.core.problem import build_problem, periodic_coordinates
 from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS
 from direction_up_ik.core.settings import solver_settings
 from direction_up_ik.core.backend import solve_problem
@@ -159,7 +159,7 @@ def test_continuous_joints_are_shifted_to_the_current_turn(dual_arm):
 
 def test_revolute_joints_spanning_more_than_a_turn_are_shifted_towards_the_anchor(ur5):
     assert np.all(ur5.upper_limits - ur5.lower_limits > 2 * np.pi)  # the ur5's +-2 pi joints
-    np.testing.assert_array_equal(seeds.periodic_coordinates(ur5), True)
+    np.testing.assert_array_equal(periodic_coordinates(ur5), True)
     start = random_configurations(ur5, np.random.default_rng(3), 1)[0]
     ur5.joint_q[:] = start
     problem = _problem(ur5, [targets_at(ur5, random_configurations(ur5, np.random.default_rng(4), 1)[0])])
@@ -177,7 +177,7 @@ def test_revolute_joints_spanning_more_than_a_turn_are_shifted_towards_the_ancho
             inside = (other >= ur5.lower_limits) & (other <= ur5.upper_limits)
             assert np.all(np.abs(other - toward)[inside] >= np.abs(states - toward)[inside] - 1e-9)
     # A prismatic joint, or a revolute one another drives with a scale other than 1, is not periodic.
-    np.testing.assert_array_equal(seeds.periodic_coordinates(RobotKinematics.from_urdf(_SLIDE_AND_MIMIC, ["l3"])),
+    np.testing.assert_array_equal(periodic_coordinates(RobotKinematics.from_urdf(_SLIDE_AND_MIMIC, ["l3"])),
                                   [False, False, True])
 
 
@@ -309,3 +309,35 @@ def test_the_leaf_scan_ranks_exactly_like_a_full_scan_with_ties_by_index():
                 d += (points[:, c] - q[c]) ** 2
             expected = np.lexsort((np.arange(len(points)), d))[first:first + count]
             np.testing.assert_array_equal(ranks, expected)
+
+
+def _leaf_layout_by_recursion(features, leaf_points):
+    """The layout :func:`seeds.leaf_layout` documents, part by part: (order, leaf starts)."""
+    order = np.arange(len(features))
+
+    def cut(lo, hi):
+        if hi - lo <= leaf_points:
+            return [lo]
+        part = features[order[lo:hi]]
+        widest = int(np.argmax(part.max(axis=0) - part.min(axis=0)))
+        order[lo:hi] = order[lo:hi][np.argsort(part[:, widest], kind="stable")]
+        mid = (lo + hi) // 2
+        return cut(lo, mid) + cut(mid, hi)
+    starts = cut(0, len(features))
+    return order, np.array(starts + [len(features)])
+
+
+@pytest.mark.parametrize("m, leaf_points", [(1000, 16), (4096, 64), (65, 64), (64, 64), (300, 7)])
+def test_leaf_layout_halves_each_part_by_its_widest_feature(m, leaf_points):
+    rng = np.random.default_rng(m)
+    features = rng.integers(0, 6, size=(m, 7)).astype(np.float64) * rng.random(7)  # many ties
+    points_t, index, start, lo_t, hi_t = seeds.leaf_layout(features, leaf_points)
+    order, expected_start = _leaf_layout_by_recursion(features, leaf_points)
+    np.testing.assert_array_equal(index, order)
+    np.testing.assert_array_equal(start, expected_start)
+    np.testing.assert_array_equal(points_t, features[order].T)
+    for leaf in range(len(start) - 1):
+        inside = features[order[start[leaf]:start[leaf + 1]]]
+        assert 0 < len(inside) <= leaf_points
+        np.testing.assert_array_equal(lo_t[:, leaf], inside.min(axis=0))
+        np.testing.assert_array_equal(hi_t[:, leaf], inside.max(axis=0))

@@ -29,7 +29,7 @@ def test_the_defaults_are_the_spec_s_and_the_search_s():
     assert defaults(SolverSettings) == dict(
         max_iters=32, position_tol=1e-3, frame_tol_rad=1e-2, position_weight=1.0, rotation_weight=1.0,
         damping=1e-3, max_step_norm=0.25, jacobian="finite_difference", stall_window=0,
-        num_step_scales=len(STEP_SCALES), damping_mode="constant")
+        num_step_scales=len(STEP_SCALES), damping_mode="constant", periodic_joints="as_solved")
     assert "max_position_error" not in defaults(SolverSettings)  # required (spec section 3)
     assert defaults(SearchSettings) == dict(num_seeds=4, time_budget=None, max_rounds=None, min_successes=1,
                                             selection="least_motion", random_seed=0, seeding="nearest")

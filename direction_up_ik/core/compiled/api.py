@@ -122,6 +122,9 @@ def _build_config(problem: IKProblem) -> Config:
         analytic=problem.analytic_jacobian, stall_window=settings.stall_window,
         fast_math=settings.jacobian == "analytic", residual_damping=settings.damping_mode == "residual",
         damping_floor=RESIDUAL_DAMPING_FLOOR * settings.damping,
+        # A writable copy: numba compiles a read-only array argument as another signature.
+        turn_joints=np.array(problem.turn_joints if settings.periodic_joints == "nearest_turn" else (),
+                             dtype=np.int64),
         step_scales=np.array(STEP_SCALES[:settings.num_step_scales], dtype=np.float64), **_CONSTANTS)
 
 
@@ -198,9 +201,12 @@ SEARCH_CHUNK_ROWS = 128
 #: What :func:`search` returns: the candidates' picks as an IKBatchResult (``best_index``
 #: by ``best_score``), ``starts``, ``successes`` (B,) int64, ``best_score`` (B,) (inf: no
 #: success; None when round 0 settled every candidate: then the caller scores them),
-#: ``rounds`` run (round 0 included) and ``status`` (:data:`~.layout.Search`'s ``outcome``).
+#: ``rounds`` run (round 0 included), ``status`` (:data:`~.layout.Search`'s ``outcome``),
+#: ``iterations`` (B,) int64 summed over every start and ``closest`` (B,) (the reported
+#: attempt's closeness where no success; None with ``best_score`` None). A candidate without
+#: a success reports its nearest attempt.
 SearchOutcome = namedtuple("SearchOutcome", ("result", "starts", "successes", "best_score", "rounds",
-                                             "status"))
+                                             "status", "iterations", "closest"))
 
 
 def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bool, min_successes: int,
@@ -250,7 +256,8 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
             return None
         successes = state.success.astype(i8)
         if num_seeds == 0 or max_rounds == 0 or np.all(successes >= min_successes):
-            return SearchOutcome(_assemble_result(problem, state), np.ones(b, dtype=i8), successes, None, 1, 0)
+            return SearchOutcome(_assemble_result(problem, state), np.ones(b, dtype=i8), successes, None, 1, 0,
+                                 state.iterations.astype(i8), None)
     arrays = seed_arrays()
     if arrays is None:
         return None
@@ -258,7 +265,7 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
     spec = Search(round0_done=chunks == 1, num_seeds=int(num_seeds), max_rounds=int(max_rounds),
                   unlimited=bool(unlimited), min_successes=int(min_successes), limit_center=bool(limit_center),
                   starts=empty(b, i8), successes=empty(b, i8), best_score=empty(b),
-                  outcome=np.zeros((chunks, 2), dtype=i8), **arrays)
+                  outcome=np.zeros((chunks, 2), dtype=i8), iterations=empty(b, i8), closest=empty(b), **arrays)
     if chunks == 1:
         failed = run_search(model_t, targets_t, config, state_t, has_deadline, deadline_ns,
                             tuple(spec._replace(outcome=spec.outcome[0])))
@@ -269,13 +276,15 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
             has_deadline, deadline_ns,
             tuple(spec._replace(query=spec.query[lo:hi], starts=spec.starts[lo:hi],
                                 successes=spec.successes[lo:hi], best_score=spec.best_score[lo:hi],
+                                iterations=spec.iterations[lo:hi], closest=spec.closest[lo:hi],
                                 outcome=spec.outcome[i])))
             for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
         failed = any([job.result() for job in jobs])
     if failed:
         return None
     return SearchOutcome(_assemble_result(problem, state, spec.best_score), spec.starts, spec.successes,
-                         spec.best_score, int(spec.outcome[:, 0].max()), int(spec.outcome[:, 1].max()))
+                         spec.best_score, int(spec.outcome[:, 0].max()), int(spec.outcome[:, 1].max()),
+                         spec.iterations, spec.closest)
 
 
 def _group_start(group: np.ndarray, i: int) -> int:

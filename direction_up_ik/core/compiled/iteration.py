@@ -19,7 +19,7 @@ import numpy as np
 from .jacobians import jacobian_analytic, jacobian_full_fk, jacobian_shortcut
 from .layout import (CONVERGED, MAX_ITERS, NO_ACCEPTABLE_STEP, NO_ACTIVE_JOINTS, PHASE_JACOBIAN,
                      PHASE_RESIDUAL, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, STALLED,
-                     STEP_TOO_SMALL, SUPERSEDED, TIME_BUDGET, Config, Model, State, Targets, Work)
+                     STEP_TOO_SMALL, SUPERSEDED, TIME_BUDGET, TURN, Config, Model, State, Targets, Work)
 from .numba_support import CLOCK, clock_ns, jitable, njit_cached
 from .residuals import evaluate_inlined, evaluate_row, max_position_error, meets_tolerances
 from .step import limited_dls_step, step_damping, to_float32_in_limits
@@ -184,6 +184,37 @@ def relay_turn(state, work, lo, hi, it, max_iters):
 
 
 @jitable
+def nearest_turn(b, w, model, targets, config, state, work):
+    """``periodic_joints="nearest_turn"`` for solved candidate b (row w of ``work``): each
+    ``config.turn_joints`` joint moves by the whole turns that bring it nearest
+    ``config.q_initial`` within its bounds (ties to the even count); the moved state, rounded
+    to float32, replaces row b (with its residuals and errors) only when it still meets the
+    tolerances. The reference is ``ReferenceSolver.nearest_turn``."""
+    q, trial = state.q[b], work.trial[w]
+    moved = False
+    copy1(trial, q)
+    for p in range(config.turn_joints.shape[0]):
+        i = config.turn_joints[p]
+        d = config.active[i]
+        lo, hi = config.lower[i], config.upper[i]
+        turns = min(max(np.rint((config.q_initial[d] - q[d]) / TURN), np.ceil((lo - q[d]) / TURN)),
+                    np.floor((hi - q[d]) / TURN))
+        if turns != 0.0:
+            trial[d] = q[d] + TURN * turns
+            moved = True
+    if not moved:
+        return
+    to_float32_in_limits(trial, config.active, config.lower, config.upper)
+    r_t, err_t = work.r_t[w], work.err_t[w]
+    evaluate_row(model, targets, config, b, w, trial, work, r_t, err_t)
+    if all_finite(r_t) and meets_tolerances(targets, config, b, err_t):
+        copy1(q, trial)
+        copy1(state.r[b], r_t)
+        copy2(state.err[b], err_t)
+        state.ssr[b] = sum_of_squares(r_t, work.sq[w])
+
+
+@jitable
 def finish_candidate(b, w, targets, config, state, work):
     """Spec 4 outcome of candidate b: ``success``, ``cost`` (sum of squared active-joint
     changes from ``config.q_initial``, pairwise like ``np.sum``; +inf on failure), then NaN
@@ -320,6 +351,8 @@ def solve_rows(model, targets, config, state, work, has_deadline, deadline_ns):
     if cap >= 0:
         return True
     for b in range(n):
+        if config.turn_joints.shape[0] > 0 and meets_tolerances(targets, config, b, state.err[b]):
+            nearest_turn(b, 0, model, targets, config, state, work)
         finish_candidate(b, 0, targets, config, state, work)
     return False
 

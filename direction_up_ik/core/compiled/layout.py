@@ -63,12 +63,14 @@ Targets = namedtuple("Targets", (
 #: ``fast_math``: the kernel's own sin/cos (``vector_math.own_sincos``) in FK and an L D L^T
 #: solve of the step (``step.ldl_solve``) instead of libm's and pivoted LU (whose numbers the
 #: numpy reference's follow): set with ``jacobian="analytic"`` (the search's mode, whose
-#: answers differ from the spec's anyway); the spec's finite-difference mode keeps libm and LU.
+#: answers differ from the spec's anyway); the spec's finite-difference mode keeps libm and LU;
+#: ``turn_joints`` (P,) int64: positions in ``active`` whose successful values move by whole
+#: turns nearest ``q_initial`` (``periodic_joints="nearest_turn"``; empty otherwise).
 Config = namedtuple("Config", (
     "w_pos", "w_rot", "damping", "max_step_norm", "max_position_error", "position_tol",
     "frame_tol", "eps", "cos_eps", "sin_eps", "min_step_norm", "step_scales", "max_iters",
     "active", "lower", "upper", "q_initial", "analytic", "stall_window", "stall_ratio",
-    "fast_math", "residual_damping", "damping_floor"))
+    "fast_math", "residual_damping", "damping_floor", "turn_joints"))
 
 #: Per-candidate state (B leading): ``q`` (B, D) float64 (float32 values in the
 #: active columns), ``r`` (B, 9E), ``ssr`` (B,), ``err`` (B, 3, E) unweighted
@@ -103,13 +105,15 @@ Work = namedtuple("Work", (
 #: (B, F); periodic joints turned towards ``anchor`` (D,): columns ``periodic`` (P,) int64
 #: and their bounds ``periodic_lo``/``periodic_hi`` (P,). Limit centres of the active
 #: joints ``center_mid``, ``center_half`` (A,) float, ``center_bounded`` (A,) bool. Outputs
-#: per candidate: ``starts``, ``successes`` (B,) int64, ``best_score`` (B,) (inf: none); and
+#: per candidate: ``starts``, ``successes`` (B,) int64, ``best_score`` (B,) (inf: none),
+#: ``iterations`` (B,) int64 summed over every start, ``closest`` (B,) the
+#: ``search_rounds.closeness`` of the attempt a candidate without a success reports; and
 #: ``outcome`` (2,) int64: rounds run (round 0 included), status (0 done, 1 stopped by the
 #: deadline with candidates pending, 2 library used up with candidates pending).
 Search = namedtuple("Search", (
     "round0_done", "num_seeds", "max_rounds", "unlimited", "min_successes", "limit_center", "leaves",
     "query", "lib_q", "periodic", "periodic_lo", "periodic_hi", "anchor", "center_mid", "center_half",
-    "center_bounded", "starts", "successes", "best_score", "outcome"))
+    "center_bounded", "starts", "successes", "best_score", "outcome", "iterations", "closest"))
 
 #: M points (a seed library's features) cut into L leaves for ``seed_scan.nearest_into``:
 #: ``points_t`` (F, M) in leaf order, one feature per row, ``index`` (M,) int64 their

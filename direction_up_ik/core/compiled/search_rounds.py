@@ -36,6 +36,25 @@ def selection_score(config, search, state, b, scratch):
 
 
 @jitable
+def closeness(config, err):
+    """How near a solved row came, lower is nearer: per slot (w_pos e_p)^2 + (w_rot e_d)^2 +
+    (w_rot e_u)^2 of its unweighted errors ``err`` (3, E), the free parts (NaN) left out, summed
+    slot by slot (the reference's ``core.search.closeness``)."""
+    total = 0.0
+    for e in range(err.shape[1]):
+        x = config.w_pos * err[0, e]
+        term = x * x
+        if not np.isnan(err[1, e]):
+            x = config.w_rot * err[1, e]
+            term += x * x
+        if not np.isnan(err[2, e]):
+            x = config.w_rot * err[2, e]
+            term += x * x
+        total += term
+    return total
+
+
+@jitable
 def seed_rows(targets, search, seed_state, seed_targets, c, base, first, need, scan):
     """Rows base .. base + K - 1 of ``seed_state``/``seed_targets``: candidate c's library
     states of distance ranks first .. first + K - 1 (nearest first), their periodic joints
@@ -84,15 +103,19 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
     successes its next ``search.num_seeds`` library states, tried as a relay (:func:`seed_rows`,
     ``iteration.relay_turn``); a success whose score (:func:`selection_score`) is strictly
     below the candidate's best so far replaces its row of ``state`` (earlier rounds and nearer
-    seeds win ties). No round starts once the deadline (if any) has passed, and a round's rows
-    stop at it. Fills ``search.starts``, ``search.successes``, ``search.best_score`` (inf: no
-    success) and ``search.outcome``. Returns True on a numerical failure."""
+    seeds win ties). A candidate without a success so far holds its nearest attempt
+    (:func:`closeness`, strictly nearer replaces it). No round starts once the deadline (if
+    any) has passed, and a round's rows stop at it. Fills ``search.starts``,
+    ``search.successes``, ``search.best_score`` (inf: no success), ``search.iterations``,
+    ``search.closest`` and ``search.outcome``. Returns True on a numerical failure."""
     b, k = state.q.shape[0], search.num_seeds
     scratch = work.sq[0]
     for c in range(b):
         search.starts[c] = 1
         search.successes[c] = 0
         search.best_score[c] = np.inf
+        search.iterations[c] = state.iterations[c]
+        search.closest[c] = closeness(config, state.err[c])
         if state.success[c]:
             search.successes[c] = 1
             search.best_score[c] = selection_score(config, search, state, c, scratch)
@@ -126,6 +149,7 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
             return True
         for row in range(rows):
             c = round_state.group[row]
+            search.iterations[c] += round_state.iterations[row]
             if round_state.reason[row] != SUPERSEDED:
                 search.starts[c] += 1
             if round_state.success[row]:
@@ -133,6 +157,11 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
                 score = selection_score(config, search, round_state, row, scratch)
                 if score < search.best_score[c]:
                     search.best_score[c] = score
+                    take_row(state, c, round_state, row)
+            elif search.successes[c] == 0:
+                near = closeness(config, round_state.err[row])
+                if near < search.closest[c]:
+                    search.closest[c] = near
                     take_row(state, c, round_state, row)
         rounds += 1
     search.outcome[0] = rounds
