@@ -154,8 +154,10 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
 
 
 def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
-                  end_effector_names: Sequence[str]):
-    """Copy a batch result into a SolveDirectionUpIK response (codes set by the caller)."""
+                  end_effector_names: Sequence[str], iterations=None, starts=None):
+    """Copy a batch result into a SolveDirectionUpIK response (codes set by the caller).
+    ``iterations``, ``starts``: (B,) a search's totals over every start (default: the
+    result's own iterations, one start each)."""
     response.joint_names = list(joint_names)
     response.best_index = -1 if result.best_index is None else int(result.best_index)
     response.solver_backend = result.backend
@@ -166,7 +168,8 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
         item.joint_positions = q[b].tolist()
         item.success = bool(result.success[b])
         item.cost = float(result.cost[b])
-        item.iterations = int(result.iterations[b])
+        item.iterations = int(result.iterations[b] if iterations is None else iterations[b])
+        item.starts = 1 if starts is None else int(starts[b])
         item.stop_reason = result.stop_reason[b]
         errors = []
         for e, name in enumerate(end_effector_names):
@@ -185,28 +188,35 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
 def search_options(config, overrides):
     """Keyword arguments of ``search_problem`` for a request, or None for the spec's single start.
 
-    Request fields win over the node's ``search.*`` parameters (``config.search``); 0 = unset.
+    Request fields win over the node's ``search.*`` parameters (``config.search``): 0 = the
+    parameter, -1 = off (``num_seeds``: the spec's single start; ``time_budget``: no budget),
+    a positive value = that value (SolverOverrides.msg).
 
     Raises:
-        RequestError: INVALID_REQUEST for a non-finite or negative time budget,
-            REQUEST_TOO_LARGE for more seeds than ``limits.max_seeds``.
+        RequestError: INVALID_REQUEST for another negative value, a non-finite budget or one
+            beyond the parameter's range; REQUEST_TOO_LARGE for more seeds than
+            ``limits.max_seeds``.
     """
     search = config.search
-    num_seeds = int(overrides.num_seeds) or search.num_seeds
-    budget = float(overrides.time_budget)
-    if not math.isfinite(budget) or budget < 0:
-        raise RequestError(Response.INVALID_REQUEST, f"overrides.time_budget: must be finite and >= 0 "
-                                                     f"seconds (0 = use the parameter), got {budget}")
-    _check_parameter_range("overrides.time_budget", "search.time_budget", budget)
+    seeds, rounds, budget = int(overrides.num_seeds), int(overrides.max_rounds), float(overrides.time_budget)
+    for name, value in (("num_seeds", seeds), ("max_rounds", rounds), ("time_budget", budget)):
+        if not (math.isfinite(value) and (value >= 0 or value == -1)) or (name == "max_rounds" and value < 0):
+            off = "" if name == "max_rounds" else ", -1 = off"
+            raise RequestError(Response.INVALID_REQUEST, f"overrides.{name}: must be 0 (the node's "
+                                                         f"search.{name}){off} or a positive value, got {value}")
+        if value > 0:
+            _check_parameter_range(f"overrides.{name}", f"search.{name}", value)
+    num_seeds = 0 if seeds == -1 else (seeds or search.num_seeds)
     if num_seeds > config.max_seeds:
-        source = "overrides.num_seeds" if overrides.num_seeds else "search.num_seeds"
+        source = "overrides.num_seeds" if seeds else "search.num_seeds"
         raise RequestError(Response.REQUEST_TOO_LARGE, f"{source}: {num_seeds} exceeds "
                                                        f"limits.max_seeds={config.max_seeds}")
     if num_seeds == 0:
         return None
-    budget = budget or search.time_budget
+    budget = None if budget == -1 else (budget or search.time_budget)
     seed = int(overrides.random_seed)
     random_seed = search.random_seed if seed == 0 else (None if seed < 0 else seed)
-    return dict(num_seeds=num_seeds, time_budget=budget, max_rounds=None if budget else search.max_rounds,
+    return dict(num_seeds=num_seeds, time_budget=budget,
+                max_rounds=None if budget else (rounds or search.max_rounds),
                 min_successes=search.min_successes, selection=search.selection, random_seed=random_seed,
                 seeding=search.seeding)

@@ -242,7 +242,7 @@ class DirectionUpIKNode(Node):
     def solve(self, request, response):
         """Serve one SolveDirectionUpIK request; never raises."""
         try:
-            result, names = self._solve(request)
+            result, names, totals = self._solve(request)
         except RequestError as exc:
             response.success, response.best_index = False, -1
             response.error_code, response.message = exc.code, str(exc)
@@ -253,7 +253,7 @@ class DirectionUpIKNode(Node):
             response.success, response.best_index = False, -1
             response.error_code, response.message = Response.INTERNAL_ERROR, f"internal error: {exc!r}"
             return response
-        fill_response(response, result, self._robot.joint_names, names)
+        fill_response(response, result, self._robot.joint_names, names, *totals)
         response.success = result.best_index is not None
         if response.success:
             response.error_code = Response.SUCCESS
@@ -311,8 +311,9 @@ class DirectionUpIKNode(Node):
             try:
                 problem = build_problem(self._robot, targets, active, "cpu", None, settings)
                 if search is None:
-                    return solve_problem(problem), names
-                return search_problem(problem, **search).result, names
+                    return solve_problem(problem), names, (None, None)
+                found = search_problem(problem, **search)
+                return found.result, names, (found.iterations, found.starts)
             except JointLimitError as exc:
                 raise RequestError(Response.JOINT_STATE_OUT_OF_LIMITS, str(exc)) from None
             except NumericalFailure as exc:

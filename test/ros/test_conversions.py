@@ -14,8 +14,9 @@ import pytest
 
 from direction_up_ik.core import DirectionUpTarget, SolverSettings
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget as TargetMsg, SolverOverrides
-from direction_up_ik.ros.config import EndEffectorConfig
-from direction_up_ik.ros.conversions import RequestError, settings_with_overrides, targets_from_candidates
+from direction_up_ik.ros.config import EndEffectorConfig, config_from_values
+from direction_up_ik.ros.conversions import (RequestError, search_options, settings_with_overrides,
+                                             targets_from_candidates)
 from direction_up_ik.ros.joint_state import JointStateError, JointStateStore
 from direction_up_ik.srv import SolveDirectionUpIK
 
@@ -98,6 +99,30 @@ def test_settings_without_overrides_are_the_parameters_and_overrides_apply():
     assert (changed.max_iters, changed.damping, changed.position_tol) == (7, 0.01, base.position_tol)
     with pytest.raises(RequestError):
         settings_with_overrides(base, SolverOverrides(damping=-1.0))
+
+
+def test_search_overrides_say_node_default_off_or_a_value():
+    """0 = the node's search.* parameter, -1 = off, a positive value = that value
+    (SolverOverrides.msg); the node searches by default."""
+    config = config_from_values({})
+    default = search_options(config, SolverOverrides())
+    assert default["num_seeds"] == 4 and default["time_budget"] == 0.1 and default["max_rounds"] is None
+    assert search_options(config, SolverOverrides(num_seeds=-1)) is None  # the spec's single start
+    assert search_options(config, SolverOverrides(num_seeds=7))["num_seeds"] == 7
+    no_budget = search_options(config, SolverOverrides(time_budget=-1.0, max_rounds=3))
+    assert no_budget["time_budget"] is None and no_budget["max_rounds"] == 3
+    assert search_options(config, SolverOverrides(time_budget=-1.0))["max_rounds"] == config.search.max_rounds
+    assert search_options(config, SolverOverrides(time_budget=0.5))["time_budget"] == 0.5
+    spec_node = config_from_values({"search.num_seeds": 0})
+    assert search_options(spec_node, SolverOverrides()) is None
+    assert search_options(spec_node, SolverOverrides(num_seeds=4))["num_seeds"] == 4
+    for fields, words in ((dict(num_seeds=-2), "overrides.num_seeds"), (dict(time_budget=-0.5), "overrides.time_budget"),
+                          (dict(time_budget=math.nan), "overrides.time_budget"),
+                          (dict(max_rounds=-1), "overrides.max_rounds"),
+                          (dict(time_budget=4000.0), "overrides.time_budget")):
+        with pytest.raises(RequestError) as raised:
+            search_options(config, SolverOverrides(**fields))
+        assert raised.value.code == Response.INVALID_REQUEST and words in str(raised.value)
 
 
 def test_joint_state_store_merges_rejects_and_names_missing_joints_in_order():

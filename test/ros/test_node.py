@@ -31,7 +31,7 @@ from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 from helpers import mid_range, targets_at  # noqa: E402
 from node_harness import (assert_exit_1_with_one_line, run_bad_configs,  # noqa: E402
                           CONFIG_DIR, REPO, Harness, NodeProcess, assert_reaches,  # noqa: E402
-                          candidate_at, private_domain_id, request, subprocess_env, target_msg,
+                          candidate_at, pose_errors, private_domain_id, request, subprocess_env, target_msg,
                           value_of, wait_until)
 
 Response = SolveDirectionUpIK.Response
@@ -141,6 +141,14 @@ def test_service_round_trip_and_published_command(ros, robot):
     far, bad, near = response.results
     assert bad.success is False and math.isinf(bad.cost) and bad.stop_reason
     assert bad.errors[0].position_error > 0.1  # it approaches, but cannot get there
+    # The node searches by default: the failure reports every start and iteration it spent,
+    # and the errors of its nearest attempt, which are those of its joint positions.
+    assert bad.starts > 1 and bad.iterations > 0 and (far.starts, near.starts) == (1, 1)
+    goal = model.tcp_transforms(start).copy()
+    goal[:, :3, 3] += (1.5, 0.0, 0.8)  # unreachable_candidate's poses
+    for e, error in enumerate(bad.errors):
+        position, _, _ = pose_errors(model, np.array(bad.joint_positions), e, goal[e])
+        assert error.position_error == pytest.approx(position, rel=1e-5)
     assert far.success and near.success
     assert near.cost < far.cost
     assert response.best_index == 2
@@ -374,7 +382,7 @@ def lift_only_request(node, offset_y: float) -> SolveDirectionUpIK.Request:
 
 
 def test_live_parameter_updates_apply_to_the_next_solve(ros):
-    node = ros.start_node("dual_arm_torso")
+    node = ros.start_node("dual_arm_torso", {"search.num_seeds": 0})  # the spec's single start
     model = node.model = load_robot("dual_arm_torso")
     node.start = mid_range(model)
     node.publish_full_state(node.start)
@@ -424,17 +432,18 @@ def test_multi_seed_search_from_request_fields_and_parameters(ros):
         assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION), response.message
         return np.array([r.success for r in response.results]), response
 
-    single, _ = solve_all()
+    single, _ = solve_all(num_seeds=-1)  # the spec's single start
     assert node.set_param("search.max_rounds", 6).successful  # rounds until each candidate succeeds
-    searched, response = solve_all(num_seeds=8, random_seed=3)
+    searched, response = solve_all(num_seeds=8, random_seed=3, time_budget=-1.0)  # no budget: 6 rounds
     assert single.sum() < len(goals) and searched.sum() == len(goals)
     for r, g in zip(response.results, goals):  # every success is real (node-independent FK)
         tcp = model.tcp_transforms(np.array(r.joint_positions))[0]
         assert np.linalg.norm(tcp[:3, 3] - model.tcp_transforms(g)[0][:3, 3]) < 1e-3
-    again, response2 = solve_all(num_seeds=8, random_seed=3)
+    again, response2 = solve_all(num_seeds=8, random_seed=3, time_budget=-1.0)
     assert [r.joint_positions for r in response.results] == [r.joint_positions for r in response2.results]
     # The same through the node's parameters.
     assert node.set_param("search.num_seeds", 8).successful
+    assert node.set_param("search.time_budget", 0.0).successful  # none: search.max_rounds rounds
     by_param, _ = solve_all()
     assert by_param.sum() == len(goals)
     assert not node.set_param("search.selection", "closest").successful
@@ -466,7 +475,7 @@ def test_search_uses_its_own_step_cap(ros):
     # The spec's Jacobian and damping for the search too, so that only the step caps differ here.
     assert node.set_param("search.jacobian", "finite_difference").successful
     assert node.set_param("search.damping_mode", "constant").successful
-    spec = solve()  # no search: solver.max_step_norm (0.25)
+    spec = solve(num_seeds=-1)  # the spec's single start: solver.max_step_norm (0.25)
     searched = solve(num_seeds=4)  # round 0 succeeds, with search.max_step_norm (1.5)
     assert searched.iterations < spec.iterations
     assert searched.joint_positions != spec.joint_positions
@@ -505,7 +514,7 @@ def test_search_jacobian_parameter(ros):
     assert not np.allclose(analytic, fd, rtol=0, atol=1e-6)  # the two Jacobians take different paths
     # round 0 of the search (from the current state) solves it
     np.testing.assert_allclose(solve(num_seeds=4), analytic, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(solve(), local("finite_difference", 0.25, stall_window=0, num_step_scales=8,
+    np.testing.assert_allclose(solve(num_seeds=-1), local("finite_difference", 0.25, stall_window=0, num_step_scales=8,
                                               damping_mode="constant"), rtol=0, atol=1e-6)
     assert node.set_param("search.jacobian", "finite_difference").successful
     np.testing.assert_allclose(solve(num_seeds=4), fd, rtol=0, atol=1e-6)

@@ -45,7 +45,7 @@ def test_search_parameters_are_the_search_settings_and_the_search_s_solver_defau
         if search_defaults[name] is not None:
             assert params[name].default == search_defaults[name], name
     # None, which a parameter cannot hold, has a documented stand-in.
-    assert (params["time_budget"].default, params["random_seed"].min_value) == (0.0, -1)
+    assert (params["time_budget"].default, params["random_seed"].min_value) == (NODE_SEARCH_DEFAULTS["time_budget"], -1)
     assert "0 = none" in params["time_budget"].description
     assert "negative = from the OS" in params["random_seed"].description
 
