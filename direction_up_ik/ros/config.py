@@ -70,6 +70,9 @@ class ParameterSpec:
 
 COMMAND_TYPES = ("joint_state", "joint_trajectory", "float64_multi_array")
 LOCAL_AXES_CHOICES = ("x_y", "tcp")  # +X/+Y (spec default) or full TCP convention +Z/+Y
+#: What each choice of ``end_effector.<name>.local_axes`` means, for logs and descriptions.
+LOCAL_AXES_WORDS = {"x_y": "TCP +X along direction, +Y along up",
+                    "tcp": "TCP +Z along direction, +Y along up"}
 
 # ------------------------------------------- solver.* and search.*, from the settings schema
 #: The search's solver settings the node exposes as ``search.<name>`` (the search's own
@@ -196,9 +199,10 @@ def end_effector_parameters(name: str, defaults=None) -> Tuple[ParameterSpec, ..
                       "in the link frame", read_only=True),
         ParameterSpec(f"{prefix}.tcp_rpy", "double_array", rpy, "link -> TCP rotation, URDF "
                       "roll/pitch/yaw, radians", read_only=True),
-        ParameterSpec(f"{prefix}.local_axes", "string", "tcp", "TCP axes of this end effector's "
+        ParameterSpec(f"{prefix}.local_axes", "string", "x_y", "TCP axes of this end effector's "
                       "direction/up when a target uses LOCAL_AXES_CONFIGURED, and for the "
-                      "interactive markers: 'tcp' (+Z/+Y) or 'x_y' (+X/+Y)"),
+                      "interactive markers: 'x_y' (+X/+Y, the default, as LOCAL_AXES_DEFAULT and "
+                      "the spec) or 'tcp' (+Z/+Y)"),
     )
 
 

@@ -43,9 +43,11 @@ from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
                     solve_problem, warm_up_search)
-from ..core.backend import KERNELS_ABSENT, KERNELS_READY, prepare_kernels, stop_preparing
+from ..core.backend import (KERNELS_ABSENT, KERNELS_PREPARING, KERNELS_READY, kernel_state, prepare_kernels,
+                            stop_preparing)
 from ..groups import solve_position_ik
-from .config import (PARAMETERS, ConfigError, NodeConfig, ParameterSpec, bundled_end_effector_defaults,
+from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
+                     bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
                      load_group_solvers, load_robot_model)
 from .conversions import (RequestError, fill_response, search_options, settings_with_overrides,
@@ -61,6 +63,9 @@ _TYPES = {
     "string_array": ParameterType.PARAMETER_STRING_ARRAY,
     "double_array": ParameterType.PARAMETER_DOUBLE_ARRAY,
 }
+#: While the compiled kernels are still being prepared the numpy reference answers, tens of
+#: times slower: a search's time budget is this many times longer then (SolveDirectionUpIK.srv).
+NUMPY_BUDGET_SCALE = 20.0
 _JOINT_STATE_CODES = {"missing": Response.NO_JOINT_STATE, "unknown": Response.UNKNOWN_JOINT,
                       "invalid": Response.INVALID_REQUEST,
                       "out_of_limits": Response.JOINT_STATE_OUT_OF_LIMITS}
@@ -204,12 +209,16 @@ class DirectionUpIKNode(Node):
     def _log_summary(self) -> None:
         c, r = self._config, self._robot
         active = list(c.active_joints) or ["all"]
-        ees = ", ".join(f"{e.name}={e.link}{list(e.tcp_xyz)}" for e in c.end_effectors)
-        s = c.solver
+        ees = ", ".join(f"{e.name}={e.link}{list(e.tcp_xyz)} local_axes {e.local_axes} "
+                        f"({LOCAL_AXES_WORDS[e.local_axes]})" for e in c.end_effectors)
+        s, search = c.solver, c.search
+        mode = (f"search ({search.num_seeds} seeds per round, budget {search.time_budget} s)"
+                if search.num_seeds else "the spec's single start")
         self.get_logger().info(
             f"ready: robot '{r.robot_name}' root '{r.root_link}' with {r.num_dofs} joints; end effectors "
-            f"{ees}; active joints {active}; tolerances {s.position_tol} m / {s.frame_tol_rad} rad, "
-            f"max_iters {s.max_iters}; command {c.command_type} on "
+            f"{ees} (markers and LOCAL_AXES_CONFIGURED use these; LOCAL_AXES_DEFAULT targets use "
+            f"+X/+Y); active joints {active}; tolerances {s.position_tol} m / {s.frame_tol_rad} rad, "
+            f"max_iters {s.max_iters}; ~/solve answers with {mode}; command {c.command_type} on "
             f"{self._command_pub.topic_name}; service {self.resolve_service_name('~/solve')}; "
             f"solver backend {self._backend_summary()}")
 
@@ -286,6 +295,9 @@ class DirectionUpIKNode(Node):
             raise RequestError(Response.REQUEST_TOO_LARGE, f"candidates: {total} targets in all exceeds "
                                f"limits.max_batch_size={config.max_batch_size}")
         search = search_options(config, request.overrides)
+        if search is not None and search["time_budget"] and kernel_state() == KERNELS_PREPARING:
+            # The numpy reference answers until the compiled kernels are ready, far slower.
+            search["time_budget"] = min(3600.0, search["time_budget"] * NUMPY_BUDGET_SCALE)
         settings = settings_with_overrides(config.solver if search is None else config.search_solver,
                                            request.overrides)
         active_names = list(request.active_joints) or list(config.active_joints)

@@ -360,6 +360,27 @@ def test_params_file_is_loaded(robot):
         rclpy.shutdown(context=context)
 
 
+def test_one_default_axis_convention_and_the_log_names_each_end_effectors(capfd):
+    """Without a config file an end effector's local_axes is x_y, the message's
+    LOCAL_AXES_DEFAULT (+X/+Y); the start-up log says which axes each end effector uses and
+    that LOCAL_AXES_DEFAULT targets use +X/+Y, and whether ~/solve searches."""
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=private_domain_id())
+    node = None
+    try:
+        node = DirectionUpIKNode(context=context, cli_args=["--ros-args", "-p", "robot:=dual_arm_torso"])
+        assert node.get_parameter("end_effector.left.local_axes").value == "x_y"
+        log = capfd.readouterr().err
+        line = next(text for text in log.splitlines() if "ready:" in text)
+        assert "left=left_hand_link[0.0, 0.0, 0.1] local_axes x_y (TCP +X along direction, +Y along up)" in line
+        assert "LOCAL_AXES_DEFAULT targets use +X/+Y" in line
+        assert "~/solve answers with search (4 seeds per round, budget 0.1 s)" in line
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
 @pytest.mark.parametrize("name, value", [
     ("solver.damping", -1.0),            # outside the descriptor's range (rclpy rejects it)
     ("solver.position_tol", 0.0),        # in range, but the solver needs it positive
