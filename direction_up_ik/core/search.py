@@ -50,7 +50,7 @@ from .problem import IKProblem, build_problem
 from .result import STOP_SUPERSEDED, IKBatchResult
 from .seeds import LIBRARY_SIZE, library_for, pose_features, random_starts, start_bounds
 from .settings import SEARCH_SOLVER_DEFAULTS, search_settings, solver_settings
-from .targets import full_pose_candidates
+from .targets import DirectionUpTarget
 
 #: A search of at least this many candidates that cannot run whole in compiled code runs as
 #: one search per thread of the compiled backend, each on a contiguous slice of the
@@ -520,28 +520,28 @@ def _backends(results) -> str:
 def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None, *, joint_bounds=None,
                    root_world_xform=None) -> float:
     """Build what a search of this set-up needs besides the compiled kernel, so that no
-    search pays it: the seed library (:mod:`.seeds`), its k-d tree and features for the
-    candidates' slot layout, at the robot's current state, and load the compiled search
-    (:func:`_compiled_search`). A few milliseconds per set-up (docs/performance.md).
+    search pays it inside its time budget: the seed library (:mod:`.seeds`), and for every
+    slot layout a request may use its features, the compiled scan's leaves and the k-d tree,
+    at the robot's current state; and load the compiled search (:func:`_compiled_search`).
 
     Args:
         robot, active_dof_ids, joint_bounds, root_world_xform: as for the search.
-        candidates: example candidates (their end effectors, local axes and modes);
-            default: full-pose targets (TCP convention) at every TCP's current pose.
+        candidates: example candidates of one layout (their end effectors, local axes and
+            modes); default: every layout a request names without explicit local axes
+            (:func:`example_layouts`). A layout with other explicit axes is built on its
+            first search (about a millisecond or two, docs/performance.md).
     Returns:
-        seconds taken (0 when already built). Raises what ``build_problem`` raises
-        (e.g. JointLimitError when the current state is outside the limits).
+        seconds taken. Raises what ``build_problem`` raises (e.g. JointLimitError when the
+        current state is outside the limits).
     """
     start = time.perf_counter()
-    if candidates is None:
-        candidates = full_pose_candidates(robot.tcp_transforms(robot.joint_q[None]))
+    layouts = example_layouts(robot) if candidates is None else [candidates]
     settings = solver_settings(max_position_error=1.0, **SEARCH_SOLVER_DEFAULTS)
-    problem = build_problem(robot, candidates, active_dof_ids, "cpu", root_world_xform, settings,
-                            joint_bounds=joint_bounds)
-    library = library_for(problem)
-    rows = np.arange(problem.num_candidates)
-    library.nearest(problem, rows, 0, 1, method="tree")  # the batches' index
-    library.nearest(problem, rows[:1], 0, 1)  # one target's (loads the compiled scan)
+    for example in layouts:
+        problem = build_problem(robot, example, active_dof_ids, "cpu", root_world_xform, settings,
+                                joint_bounds=joint_bounds)
+        library_for(problem).prepare(problem)
+    library_for(problem).nearest(problem, np.arange(1), 0, 1)  # loads the compiled scan, if ready
     module = compiled_backend(problem)
     if module is not None and not module.search_loaded():
         # One round of seeds (min_successes 2 asks for it) loads the compiled search, whose
@@ -549,6 +549,26 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
         _compiled_search(problem, num_seeds=1, deadline=None, max_rounds=1, min_successes=2,
                          selection="least_motion")
     return time.perf_counter() - start
+
+
+def example_layouts(robot: RobotKinematics) -> list:
+    """One example candidate list per slot layout a request can name without explicit local
+    axes: each end effector alone and (for several) all of them in model order, each with the
+    +X/+Y (the default) and the +Z/+Y (TCP) local axes, in full, axis and position modes
+    (position-only once: it has no axes). The targets lie at the TCPs' current poses."""
+    tcp = robot.tcp_transforms(robot.joint_q[None])[0]
+    count = robot.num_end_effectors
+    groups = [(e,) for e in range(count)] + ([tuple(range(count))] if count > 1 else [])
+    layouts = []
+    for ees in groups:
+        for mode in ("full", "axis", "position"):
+            for axes in ((2, 1), (0, 1)) if mode != "position" else ((2, 1),):
+                local = (None, None) if axes == (2, 1) else ()
+                layouts.append([tuple(
+                    DirectionUpTarget(e, tcp[e, :3, 3], tcp[e, :3, axes[0]] if mode != "position" else None,
+                                      tcp[e, :3, axes[1]] if mode == "full" else None, *local)
+                    for e in ees)])
+    return layouts
 
 
 def robo_search_ik_direction_up(

@@ -120,14 +120,19 @@ def leaf_layout(features: np.ndarray, leaf_points: int = LEAF_POINTS):
         if not split.any():
             break
         points = features[order]
-        part = np.repeat(np.arange(len(sizes)), sizes)  # each position's part
         ranges = np.maximum.reduceat(points, cuts[:-1], axis=0) - np.minimum.reduceat(points, cuts[:-1], axis=0)
         widest = np.argmax(ranges, axis=1)
-        key = np.where(split[part], points[np.arange(m), widest[part]], 0.0)
+        part = np.repeat(np.arange(len(sizes)), sizes)  # each position's part
+        key = points[np.arange(m), widest[part]]
         # Within a part: by its widest feature, equal values in their current order.
-        order = order[np.lexsort((np.arange(m), key, part))]
+        if split.all() and (sizes == sizes[0]).all():  # equal parts (a library's 4096 states)
+            within = np.argsort(key.reshape(len(sizes), -1), axis=1, kind="stable")
+            order = order.reshape(len(sizes), -1)[np.arange(len(sizes))[:, None], within].reshape(-1)
+        else:
+            key = np.where(split[part], key, 0.0)
+            order = order[np.lexsort((np.arange(m), key, part))]
         halves = cuts[:-1][split] + sizes[split] // 2
-        cuts = np.union1d(cuts, halves)
+        cuts = np.sort(np.concatenate((cuts, halves)))
     points = np.ascontiguousarray(features[order])
     box_lo = np.minimum.reduceat(points, cuts[:-1], axis=0)
     box_hi = np.maximum.reduceat(points, cuts[:-1], axis=0)
@@ -174,8 +179,9 @@ class SeedLibrary:
         """(features (M, F), their :func:`leaf_layout` for the compiled scan or None, k-d tree
         or None) of the problem's slot layout and this constraint pattern; the tree is built
         when ``tree`` asks for it, the leaves when it does not."""
-        key = b"|".join(x.tobytes() for x in (problem.ee_ids, problem.local_direction, problem.local_up,
-                                              has_direction, has_up))
+        # The local axes of a part the pattern leaves free do not enter the features.
+        key = b"|".join(x.tobytes() for x in (problem.ee_ids, np.where(has_direction[:, None], problem.local_direction, 0.0),
+                                              np.where(has_up[:, None], problem.local_up, 0.0), has_direction, has_up))
         with self._lock:
             entry = self._indexes.get(key)
             if entry is None:
@@ -187,6 +193,14 @@ class SeedLibrary:
                 from scipy.spatial import cKDTree
                 entry[2] = cKDTree(entry[0], leafsize=_LEAF_SIZE)
             return tuple(entry)
+
+    def prepare(self, problem: IKProblem) -> None:
+        """Build the features, the compiled scan's leaves and the k-d tree of the problem's
+        slot layout and its first candidate's constraint pattern ahead of a search
+        (``search.warm_up_search``), so that no search builds them inside its time budget."""
+        has_direction, has_up = problem.has_direction[0], problem.has_up[0]
+        self._index(problem, has_direction, has_up, tree=False)
+        self._index(problem, has_direction, has_up, tree=True)
 
     def kernel_arrays(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray):
         """What the compiled search (``compiled.search``) reads of this library for the problem's

@@ -341,3 +341,42 @@ def test_leaf_layout_halves_each_part_by_its_widest_feature(m, leaf_points):
         assert 0 < len(inside) <= leaf_points
         np.testing.assert_array_equal(lo_t[:, leaf], inside.min(axis=0))
         np.testing.assert_array_equal(hi_t[:, leaf], inside.max(axis=0))
+
+
+@pytest.mark.parametrize("robot_name", ["ur5", "dual_arm"])
+def test_after_warm_up_no_search_builds_a_seed_index_for_a_named_convention(request, robot_name, monkeypatch):
+    """warm_up_search(robot) builds every slot layout a request names without explicit axes
+    (each end effector alone and all together; +X/+Y and +Z/+Y; full, axis, position), so
+    that no first search builds one inside its time budget; explicit axes still build theirs."""
+    import scipy.spatial
+    robot = request.getfixturevalue(robot_name)
+    robot.joint_q[:] = mid_range(robot)
+    warm_up_search(robot)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a search built a seed index")
+    monkeypatch.setattr(seeds, "leaf_layout", refuse)
+    monkeypatch.setattr(scipy.spatial, "cKDTree", refuse)
+    rng = np.random.default_rng(8)
+    tcps = robot.tcp_transforms(random_configurations(robot, rng, 20))
+    groups = [(e,) for e in range(robot.num_end_effectors)] + [tuple(range(robot.num_end_effectors))]
+    searched = 0
+    for ees in groups:
+        for mode in ("full", "axis", "position"):
+            for tcp_axes in (True, False):
+                cands = []
+                for t in tcps:
+                    d = t[:, :3, 2 if tcp_axes else 0] if mode != "position" else [None] * len(t)
+                    u = t[:, :3, 1] if mode == "full" else [None] * len(t)
+                    local = (None, None) if tcp_axes else ()
+                    cands.append(tuple(DirectionUpTarget(e, t[e, :3, 3], d[e], u[e], *local) for e in ees))
+                for batch in (cands[:1], cands):  # one target (the compiled scan) and a batch (the tree)
+                    found = robo_search_ik_direction_up(robot, batch, max_position_error=0.03, num_seeds=4,
+                                                        max_rounds=2, seeding="nearest")
+                    searched += int(found.rounds > 1)
+    assert searched > 0  # rounds of seeds ran, so the indexes were used
+    t = tcps[0]
+    explicit = [tuple(DirectionUpTarget(e, t[e, :3, 3] + 2.0, t[e, :3, 1], t[e, :3, 0], (0, 1, 0), (1, 0, 0))
+                      for e in range(robot.num_end_effectors))]
+    with pytest.raises(AssertionError, match="built a seed index"):
+        robo_search_ik_direction_up(robot, explicit, max_position_error=0.03, num_seeds=4, max_rounds=1)

@@ -101,7 +101,7 @@ def test_own_keys_are_the_settings_fields():
     assert group.settings == SolverSettings(
         max_iters=7, position_tol=2e-4, frame_tol_rad=0.002, max_position_error=0.05, position_weight=2.0,
         rotation_weight=0.5, damping=0.01, max_step_norm=0.7, jacobian="finite_difference", stall_window=2,
-        num_step_scales=5, damping_mode="constant")
+        num_step_scales=5, damping_mode="constant", periodic_joints="nearest_turn")  # the search's default
     assert group.search == SearchSettings(num_seeds=3, min_successes=2, selection="limit_center", random_seed=None,
                                           seeding="random")
     assert load_kinematics_yaml("arm: {}")["arm"].settings.max_position_error == DEFAULT_MAX_POSITION_ERROR
