@@ -8,6 +8,7 @@ E targets per candidate that :mod:`.solver` iterates on. Nothing here iterates.
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -101,14 +102,19 @@ class IKProblem:
         """(P,) int64 positions in ``active`` of the :func:`periodic_coordinates` whose bounds
         span more than a turn (continuous joints, a UR arm's +-2 pi): the joints that can
         reach one pose at several in-bound values (``SolverSettings.periodic_joints``).
-        Computed once per problem (kept in ``__dict__``, which :meth:`select` copies)."""
-        cached = self.__dict__.get("_turn_joints")
+        Read-only; cached per model, active set and bounds (a request builds a problem)."""
+        a = self.active
+        lower, upper = self.lower[a], self.upper[a]
+        per_model = _turn_joints_cache.setdefault(self.robot, {})
+        key = (a.tobytes(), lower.tobytes(), upper.tobytes())
+        cached = per_model.get(key)
         if cached is None:
-            a = self.active
-            wide = ~(self.upper[a] - self.lower[a] <= TURN)  # inf - inf (nan) counts as wide
+            wide = ~(upper - lower <= TURN)  # inf - inf (nan) counts as wide
             cached = np.flatnonzero(periodic_coordinates(self.robot)[a] & wide).astype(np.int64)
             cached.setflags(write=False)
-            self.__dict__["_turn_joints"] = cached
+            if len(per_model) >= 16:
+                per_model.clear()
+            per_model[key] = cached
         return cached
 
     def select(self, candidates: np.ndarray) -> "IKProblem":
@@ -124,6 +130,9 @@ class IKProblem:
 
 
 Candidates = Tuple[Tuple[DirectionUpTarget, ...], ...]
+
+#: {model: {(active, lower, upper) bytes: IKProblem.turn_joints}}, a few set-ups per model.
+_turn_joints_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _common_candidates(robot: RobotKinematics, candidates) -> Optional[Candidates]:

@@ -250,7 +250,8 @@ COMPILED_SEARCH = True
 
 #: What :func:`_compiled_search` found: a SearchResult's result, rounds, starts, successes,
 #: timed_out, iterations, and each candidate's ``best_score`` (inf: none) and ``closest`` (the
-#: :func:`closeness` of the attempt reported where no success); ``used_up``: the rounds
+#: :func:`closeness` of the attempt reported where no success; None when round 0 settled
+#: every candidate); ``used_up``: the rounds
 #: reached the library's end before the deadline with candidates pending (:func:`_search`
 #: goes on from there with random draws).
 _Compiled = namedtuple("_Compiled", ("result", "rounds", "starts", "successes", "best_score", "timed_out",
@@ -308,7 +309,7 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     result, score, timed_out, closest = out.result, out.best_score, out.status == 1, out.closest
     if score is None:  # round 0 settled every candidate, as in _search's shortcut
         score = selection_score(problem, result.joint_q, result.cost, selection)
-        closest = closeness(problem, result)
+        # closest stays None: only a search that used up the library resumes from it
         if limit_center:
             result = dataclasses.replace(result, best_index=int(np.argmin(score)) if result.success.any()
                                          else None)

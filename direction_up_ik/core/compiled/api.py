@@ -123,8 +123,8 @@ def _build_config(problem: IKProblem) -> Config:
         fast_math=settings.jacobian == "analytic", residual_damping=settings.damping_mode == "residual",
         damping_floor=RESIDUAL_DAMPING_FLOOR * settings.damping,
         # A writable copy: numba compiles a read-only array argument as another signature.
-        turn_joints=np.array(problem.turn_joints if settings.periodic_joints == "nearest_turn" else (),
-                             dtype=np.int64),
+        turn_joints=(problem.turn_joints.copy() if settings.periodic_joints == "nearest_turn"
+                     else np.zeros(0, dtype=np.int64)),
         step_scales=np.array(STEP_SCALES[:settings.num_step_scales], dtype=np.float64), **_CONSTANTS)
 
 
