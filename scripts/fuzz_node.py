@@ -509,8 +509,11 @@ class Factory:
 
     def bad_override(self):
         req = self.valid()
+        # (-1 is "off" for time_budget, so -2: invalid for every field)
         setattr(req.overrides, self.choice(self.FLOAT_OVERRIDES),
-                float(self.choice([-1.0, -1e-9, -1e308, math.nan, math.inf, -math.inf])))
+                float(self.choice([-2.0, -1e-9, -1e308, math.nan, math.inf, -math.inf])))
+        if self.rng.random() < 0.2:
+            req.overrides.num_seeds = int(self.choice([-2, -1000, -2**31]))  # -1 = off, others invalid
         return req, {self.R.INVALID_REQUEST}
 
     def out_of_range_override(self):
@@ -525,7 +528,7 @@ class Factory:
 
     def too_many_seeds(self):
         req = self.valid()
-        req.overrides.num_seeds = int(self.choice([65, 1000, 10**6, 2**32 - 1]))
+        req.overrides.num_seeds = int(self.choice([65, 1000, 10**6, 2**31 - 1]))  # an int32
         return req, {self.R.REQUEST_TOO_LARGE}
 
     def extreme_override(self):

@@ -38,6 +38,9 @@ LIBRARY_SIZE = 4096
 #: Metres per unit of TCP axis difference in the feature distance (a 0.3 m
 #: position offset weighs like axes about 1 rad apart).
 AXIS_SCALE = 0.3
+#: Metres: target positions farther from the root are ranked as if this far (no robot reaches
+#: it; a target at 1e308 m would overflow the squared distances, and no seed would rank).
+FEATURE_REACH = 1e6
 #: Libraries kept per model (different active joints, bounds or inactive values).
 CACHE_PER_MODEL = 4
 _LIBRARY_SEED = 0x5EED
@@ -85,11 +88,12 @@ def pose_features(position: np.ndarray, direction: np.ndarray, up: np.ndarray,
             up axes (unit); has_direction, has_up: (E,) bool, the parts one
             constraint pattern fixes (the others are left out).
     Returns:
-        per slot its position and, where constrained, ``AXIS_SCALE`` times its axes.
+        per slot its position (clipped to +-``FEATURE_REACH`` m, so that squared distances
+        stay finite for any finite target) and, where constrained, ``AXIS_SCALE`` times its axes.
     """
     parts = []
     for e in range(position.shape[1]):
-        parts.append(position[:, e])
+        parts.append(np.clip(position[:, e], -FEATURE_REACH, FEATURE_REACH))
         if has_direction[e]:
             parts.append(AXIS_SCALE * direction[:, e])
         if has_up[e]:

@@ -204,7 +204,7 @@ def search_options(config, overrides):
             off = "" if name == "max_rounds" else ", -1 = off"
             raise RequestError(Response.INVALID_REQUEST, f"overrides.{name}: must be 0 (the node's "
                                                          f"search.{name}){off} or a positive value, got {value}")
-        if value > 0:
+        if value > 0 and name != "num_seeds":  # too many seeds: REQUEST_TOO_LARGE, below
             _check_parameter_range(f"overrides.{name}", f"search.{name}", value)
     num_seeds = 0 if seeds == -1 else (seeds or search.num_seeds)
     if num_seeds > config.max_seeds:

@@ -406,3 +406,16 @@ def test_a_failed_candidate_reports_its_nearest_attempt_and_the_whole_searchs_it
     _, pos = panda.tcp_poses(found.result.joint_q.astype(np.float64))
     np.testing.assert_allclose(np.linalg.norm(pos[:, 0] - [t[0].position_world for t in cands], axis=1),
                                error, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seeding", ["nearest", "random"])
+@pytest.mark.parametrize("batch", [1, 20])
+def test_a_target_at_an_extreme_finite_position_is_an_outcome(panda, seeding, batch):
+    """1e308 m is finite, so valid input: its seeds are ranked (library features clipped,
+    no overflowing distance leaves a rank unset) and it fails as an outcome, also in a batch
+    (the k-d tree) and with the Python rounds."""
+    panda.joint_q[:] = mid_range(panda)
+    far = DirectionUpTarget(0, (1e308, -1e308, 1e300), None, None)
+    found = robo_search_ik_direction_up(panda, [(far,)] * batch, max_position_error=MPE, num_seeds=4,
+                                        max_rounds=2, seeding=seeding)
+    assert not found.result.success.any() and np.all(found.starts == 9)
