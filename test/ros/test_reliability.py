@@ -391,7 +391,7 @@ def huge_request(node, kind: str) -> SolveDirectionUpIK.Request:
         req.candidates = [DirectionUpCandidate(targets=[cand.targets[0]] * HUGE)]
     elif kind == "seeds":
         req.candidates = [cand]
-        req.overrides.num_seeds = 2**32 - 1
+        req.overrides.num_seeds = 2**31 - 1  # the largest int32
     return req
 
 
@@ -399,7 +399,7 @@ def huge_request(node, kind: str) -> SolveDirectionUpIK.Request:
     ("candidates", ["candidates: 100000 exceeds", "limits.max_candidates=1000"]),
     ("empty_candidates", ["candidates: 100000 exceeds", "limits.max_candidates=1000"]),
     ("targets", ["candidates[0].targets: 100000 exceeds", "limits.max_targets_per_candidate=8"]),
-    ("seeds", ["overrides.num_seeds: 4294967295 exceeds", "limits.max_seeds=64"]),
+    ("seeds", ["overrides.num_seeds: 2147483647 exceeds", "limits.max_seeds=64"]),
 ])
 def test_huge_requests_are_rejected_promptly(default_node, kind, words):
     """REQUEST_TOO_LARGE naming the limit, decided by the node before any solving (its handler
@@ -468,7 +468,8 @@ def test_a_singular_system_is_a_numerical_failure_not_an_internal_error(default_
     def singular(*args, **kwargs):
         raise np.linalg.LinAlgError("Singular matrix")
 
-    monkeypatch.setattr(node_module, "solve_problem", singular)
+    monkeypatch.setattr(node_module, "solve_problem", singular)  # the spec's single start
+    monkeypatch.setattr(node_module, "search_problem", singular)  # the search (the default)
     node = default_node
     response = node.solve(reach_request(node.model, near(node.model, node.start, np.random.default_rng(1), 0.2),
                                         node.ee_names))
