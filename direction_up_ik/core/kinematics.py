@@ -161,7 +161,8 @@ class RobotKinematics:
         """Build a model from a URDF file path or XML string.
 
         Args:
-            urdf: path to a ``.urdf`` file, or the XML text itself.
+            urdf: path to a ``.urdf`` file, or the XML text itself (told apart by content:
+                text starting with '<' after a byte-order mark or whitespace is XML).
             end_effector_links: link names; end effector ``ee_id`` is the index.
             end_effector_local_xforms: one (4, 4) link -> TCP transform per end
                 effector (metres); default identity.

@@ -24,6 +24,11 @@ _KINEMATIC_JOINT_CHILDREN = ("origin", "axis", "parent", "child", "limit",
                              "safety_controller", "mimic")
 _SUPPORTED_TYPES = ("revolute", "continuous", "prismatic", "fixed")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.DOTALL)
+# Byte-order marks and whitespace that may precede a document's first '<' (a file read with
+# the "utf-8" codec instead of "utf-8-sig" keeps its BOM as U+FEFF).
+_LEADING = re.compile(r"^[\s\ufeff]*")
+#: Most characters of a URDF argument an error message quotes.
+EXCERPT_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -62,22 +67,43 @@ class UrdfKinematics:
     joints: Tuple[JointSpec, ...]
 
 
+def is_xml_text(urdf: str) -> bool:
+    """True when ``urdf`` is XML text rather than a file path: after any byte-order marks
+    and whitespace it starts with '<' (a file path never does)."""
+    return urdf[_LEADING.match(urdf).end():].startswith("<")
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` quoted for an error message, cut to its first ``limit`` characters (with the
+    full length named) so that a whole document is never echoed."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def _read_text(urdf: str) -> str:
+    """The XML text of ``urdf``: XML text as is (without a leading BOM or whitespace), or the
+    content of the file it names."""
     if not isinstance(urdf, (str, os.PathLike)):
         raise RobotModelError(
             f"urdf: expected a file path or URDF XML string, got {type(urdf).__name__}")
     text = os.fspath(urdf)
-    if text.lstrip().startswith("<"):
-        return text
+    if not isinstance(text, str):
+        raise RobotModelError(f"urdf: expected a file path or URDF XML string, got a path of "
+                              f"{type(text).__name__}")
+    if is_xml_text(text):
+        return text[_LEADING.match(text).end():]
     try:
         with open(text, "rb") as handle:
             raw = handle.read()
-    except OSError as exc:
-        raise RobotModelError(f"urdf: cannot read file '{text}': {exc.strerror}") from None
+    except (OSError, ValueError) as exc:  # ValueError: an embedded NUL character
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise RobotModelError(f"urdf: neither XML text (which starts with '<') nor a readable "
+                              f"file: cannot read file {excerpt(text)}: {reason}") from None
     try:
-        root = ET.fromstring(raw)  # bytes honour the declared encoding
+        root = ET.fromstring(raw)  # bytes honour the declared encoding (and a UTF-8 BOM)
     except ET.ParseError as exc:
-        raise RobotModelError(f"urdf: file '{text}' is not well-formed XML: {exc}") from None
+        raise RobotModelError(f"urdf: file {excerpt(text)} is not well-formed XML: {exc}") from None
     return ET.tostring(root, encoding="unicode")
 
 
@@ -113,6 +139,10 @@ def _vector(values, default, what: str) -> Tuple[float, float, float]:
 
 def parse_urdf(urdf: str) -> UrdfKinematics:
     """Parse a URDF file path or XML string into its kinematic description.
+
+    ``urdf`` is XML text when it starts with '<' after any byte-order marks and whitespace
+    (:func:`is_xml_text`), else a file path. Error messages quote at most
+    :data:`EXCERPT_CHARS` characters of it.
 
     Raises:
         RobotModelError: malformed XML, unsupported (floating/planar) joints,

@@ -93,3 +93,12 @@ def test_bridge_error_codes(change, code):
                           frame=change.get("frame", "base_link"))
     answer = solve_position_ik(plugins, request)
     assert answer.error_code == code and answer.message
+
+
+def test_group_ik_takes_a_robot_description_with_a_byte_order_mark():
+    """Issue 23 item 7 for the planning groups (the MoveIt bridge): a BOM before the XML."""
+    from direction_up_ik.groups.group_ik import GroupIK
+
+    text = _urdf("panda_like")
+    solver = GroupIK()
+    assert solver.initialize("\ufeff" + text, "panda_arm", "panda_link0", ["panda_hand"]), solver.error

@@ -78,3 +78,20 @@ def test_bad_values_name_the_parameter(name, value, words):
     with pytest.raises(ConfigError) as info:
         config_from_values({name: value})
     assert info.value.parameter == name and words in str(info.value)
+
+
+def test_robot_description_with_a_byte_order_mark_loads_and_bad_text_is_not_echoed():
+    """Issue 23 item 7 at the node's parameter: a robot_description read with a BOM is XML, and
+    the error for text that is neither XML nor a file quotes only its beginning."""
+    from direction_up_ik.robots import bundled_robot
+    from direction_up_ik.ros.config import load_robot_model
+
+    text = bundled_robot("panda_like").urdf_path().read_text(encoding="utf-8")
+    values = {"end_effectors": ["tool"], "end_effector.tool.link": "panda_hand"}
+    model = load_robot_model(config_from_values({**values, "robot_description": "\ufeff" + text}))
+    assert model.num_dofs == 7 and model.root_link == "panda_link0"
+    with pytest.raises(ConfigError) as info:
+        load_robot_model(config_from_values({**values, "robot_description": "urdf: " + text}))
+    assert info.value.parameter == "robot_description"
+    assert "cannot read file" in str(info.value) and len(str(info.value)) < 500, str(info.value)[:1000]
+
