@@ -69,6 +69,10 @@ class ParameterSpec:
 
 
 COMMAND_TYPES = ("joint_state", "joint_trajectory", "float64_multi_array")
+#: Requests ~/solve holds while it answers others (rclpy's default, 10, lost requests sent at once
+#: by a few planner threads); the most a user may configure, a bound on the memory it may take.
+DEFAULT_SERVICE_QUEUE_DEPTH = 1000
+MAX_SERVICE_QUEUE_DEPTH = 100_000
 LOCAL_AXES_CHOICES = ("x_y", "tcp")  # +X/+Y (spec default) or full TCP convention +Z/+Y
 #: What each choice of ``end_effector.<name>.local_axes`` means, for logs and descriptions.
 LOCAL_AXES_WORDS = {"x_y": "TCP +X along direction, +Y along up",
@@ -143,6 +147,12 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "empty = all joints"),
     ParameterSpec("joint_states_topic", "string", "joint_states", "sensor_msgs/JointState input",
                   read_only=True),
+    ParameterSpec("service_queue_depth", "integer", DEFAULT_SERVICE_QUEUE_DEPTH, "requests that "
+                  "may wait at once for ~/solve (and the GetPositionIK bridge) to answer them, in "
+                  "the service's queue (middleware history depth, responses as well); a request "
+                  "arriving while the queue is full pushes out the oldest waiting one, which is "
+                  "never answered. Read-only: set it at start-up", read_only=True,
+                  min_value=1, max_value=MAX_SERVICE_QUEUE_DEPTH),
     *_SOLVER_PARAMETERS,
     ParameterSpec("limits.max_candidates", "integer", 1000, "most candidates per request",
                   min_value=1, max_value=1_000_000),
@@ -228,6 +238,7 @@ class NodeConfig:
     end_effectors: Tuple[EndEffectorConfig, ...]
     active_joints: Tuple[str, ...]
     joint_states_topic: str
+    service_queue_depth: int
     solver: SolverSettings
     max_candidates: int
     max_targets_per_candidate: int
@@ -413,11 +424,13 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         raise ConfigError("markers.rate_hz", f"must be > 0, got {rate}")
     _check_range("markers.rate_hz", rate)
     ints["limits.max_seeds"] = _check_range("limits.max_seeds", _number(values, "limits.max_seeds"))
+    ints["service_queue_depth"] = _check_range("service_queue_depth", _number(values, "service_queue_depth"))
     solver, search_solver, search = settings_from_values(values)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
-        joint_states_topic=get("joint_states_topic"), solver=solver,
+        joint_states_topic=get("joint_states_topic"), service_queue_depth=ints["service_queue_depth"],
+        solver=solver,
         max_candidates=ints["limits.max_candidates"],
         max_targets_per_candidate=ints["limits.max_targets_per_candidate"],
         max_batch_size=ints["limits.max_batch_size"], command_type=command_type,
@@ -500,3 +513,4 @@ def load_group_solvers(config: NodeConfig):
         return make_group_solvers(robot_description_text(config), groups)
     except DirectionUpIKError as exc:
         raise ConfigError("moveit.kinematics_yaml", str(exc)) from None
+

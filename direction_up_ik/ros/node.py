@@ -33,7 +33,7 @@ from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescr
 from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterValueException,
                                ParameterUninitializedException)
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -117,7 +117,7 @@ class DirectionUpIKNode(Node):
         self.create_subscription(DirectionUpCandidate, "~/target", self._on_target,
                                  QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
-        self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve)
+        self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve, qos_profile=self._service_qos())
         self._group_solvers = load_group_solvers(self._config)
         if self._group_solvers:
             self._serve_moveit_bridge()
@@ -129,6 +129,13 @@ class DirectionUpIKNode(Node):
         self._kernel_state = prepare_kernels(self._on_kernels_ready)
         self._warm_up_search()
         self._log_summary()
+
+    def _service_qos(self) -> QoSProfile:
+        """The services' QoS: rclpy's service default (reliable, volatile), but a history of
+        ``service_queue_depth`` requests instead of 10, so that a burst of requests waits to be
+        answered instead of pushing earlier ones out unanswered."""
+        return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self._config.service_queue_depth,
+                          reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
 
     def _warm_up_search(self) -> None:
         """Build the search's seed library for the configured active joints (at a state within
@@ -349,7 +356,7 @@ class DirectionUpIKNode(Node):
             return
         name = self._config.moveit_service_name or next(
             iter(self._group_solvers.values())).config.service_name
-        self.create_service(GetPositionIK, name, self._on_get_position_ik)
+        self.create_service(GetPositionIK, name, self._on_get_position_ik, qos_profile=self._service_qos())
         self.get_logger().info(f"serving moveit_msgs/GetPositionIK on '{name}' for groups {groups}")
 
     def _on_get_position_ik(self, request, response):

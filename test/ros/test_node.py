@@ -914,6 +914,7 @@ BAD_CONFIGS = {
     "unknown_command_joint": (["--params-file", str(CONFIG_DIR / "ur5_like.yaml"),
                                "-p", "command.joint_order:=[nope]"], "command.joint_order"),
     "bad_command_type": (["-p", "command.type:=twist"], "command.type"),
+    "zero_service_queue_depth": (["-p", "service_queue_depth:=0"], "service_queue_depth"),
 }
 
 

@@ -95,3 +95,18 @@ def test_robot_description_with_a_byte_order_mark_loads_and_bad_text_is_not_echo
     assert info.value.parameter == "robot_description"
     assert "cannot read file" in str(info.value) and len(str(info.value)) < 500, str(info.value)[:1000]
 
+
+def test_service_queue_depth_is_a_read_only_parameter_with_a_range():
+    """Issue 23 item 1: how many ~/solve requests may wait at once; rclpy's default (10) lost
+    requests of a few planner threads."""
+    spec = PARAMETER_BY_NAME["service_queue_depth"]
+    assert spec.type == "integer" and spec.read_only and spec.default >= 100
+    assert spec.min_value == 1 and spec.max_value >= spec.default
+    assert "never answered" in spec.description and "Read-only" in spec.description
+    assert config_from_values({}).service_queue_depth == spec.default
+    assert config_from_values({"service_queue_depth": 250}).service_queue_depth == 250
+    for bad, words in ((0, "must be >= 1"), (spec.max_value + 1, "must be <="), (2.5, "must be an integer")):
+        with pytest.raises(ConfigError) as info:
+            config_from_values({"service_queue_depth": bad})
+        assert info.value.parameter == "service_queue_depth" and words in str(info.value)
+
