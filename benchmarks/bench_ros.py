@@ -55,7 +55,6 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # driver_common
 from driver_common import (CONFIG, NODE_NAME, REPO, Judge, NodeProcess, RosClient,  # noqa: E402
@@ -73,8 +72,8 @@ def stats_ms(seconds) -> dict:
 
 
 def yaml_values() -> dict:
-    with open(CONFIG, encoding="utf-8") as f:
-        return dict(yaml.safe_load(f)[NODE_NAME]["ros__parameters"])
+    from direction_up_ik.ros.config import parameter_file_values
+    return parameter_file_values(CONFIG)
 
 
 def make_requests(model, names, state, count: int, seed: int, scale: float):

@@ -102,8 +102,8 @@ class NodeProcess:
     def __init__(self, namespace: str, config: Path = CONFIG, params: Optional[dict] = None) -> None:
         self.namespace = namespace
         self.fqn = f"{namespace}/{NODE_NAME}"
-        with open(config, encoding="utf-8") as f:
-            values = dict(yaml.safe_load(f)[NODE_NAME]["ros__parameters"])
+        from direction_up_ik.ros.config import parameter_file_values
+        values = parameter_file_values(config)
         values.update(params or {})
         self._params = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="direction_up_ik_",
                                                    delete=False)
@@ -274,8 +274,8 @@ class Judge:
         from direction_up_ik.robots import bundled_robot, load_robot
         from direction_up_ik.srv import SolveDirectionUpIK
 
-        with open(CONFIG, encoding="utf-8") as f:
-            params = yaml.safe_load(f)[NODE_NAME]["ros__parameters"]
+        from direction_up_ik.ros.config import parameter_file_values
+        params = parameter_file_values(CONFIG)
         self.params = params
         self.model = load_robot(ROBOT)
         self.joint_names = list(self.model.joint_names)
@@ -693,8 +693,8 @@ def target_set(seed: int, count: int):
     model = load_robot(ROBOT)
     start = mid_range(model)
     rng = np.random.default_rng(seed)
-    with open(CONFIG, encoding="utf-8") as f:
-        names = list(yaml.safe_load(f)[NODE_NAME]["ros__parameters"]["end_effectors"])
+    from direction_up_ik.ros.config import parameter_file_values
+    names = list(parameter_file_values(CONFIG)["end_effectors"])
     messages, positions = [], np.zeros((count, len(names), 3))
     for k in range(count):
         tcp = model.tcp_transforms(near(model, start, rng, 0.3))

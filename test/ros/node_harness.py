@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
-import yaml
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
@@ -45,7 +44,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget
 from direction_up_ik.srv import SolveDirectionUpIK
-from direction_up_ik.ros.config import PARAMETER_BY_NAME
+from direction_up_ik.ros.config import PARAMETER_BY_NAME, parameter_file_values
 from direction_up_ik.ros.node import DirectionUpIKNode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,8 +94,7 @@ def subprocess_env(domain: int) -> Dict[str, str]:
 
 def yaml_parameters(robot: str) -> dict:
     """``ros__parameters`` of ``config/<robot>.yaml``."""
-    with open(CONFIG_DIR / f"{robot}.yaml", encoding="utf-8") as f:
-        return dict(yaml.safe_load(f)[NODE_NAME]["ros__parameters"])
+    return parameter_file_values(CONFIG_DIR / f"{robot}.yaml")
 
 
 def to_parameters(values: dict) -> List[Parameter]:

@@ -31,7 +31,8 @@ from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 from helpers import mid_range, targets_at  # noqa: E402
 from node_harness import (assert_exit_1_with_one_line, run_bad_configs,  # noqa: E402
                           CONFIG_DIR, REPO, Harness, NodeProcess, assert_reaches,  # noqa: E402
-                          candidate_at, pose_errors, private_domain_id, request, subprocess_env, target_msg,
+                          candidate_at, domain_id, pose_errors, private_domain_id, request, subprocess_env,
+                          target_msg,
                           value_of, wait_until)
 
 Response = SolveDirectionUpIK.Response
@@ -375,6 +376,42 @@ def test_one_default_axis_convention_and_the_log_names_each_end_effectors(capfd)
         assert "left=left_hand_link[0.0, 0.0, 0.1] local_axes x_y (TCP +X along direction, +Y along up)" in line
         assert "LOCAL_AXES_DEFAULT targets use +X/+Y" in line
         assert "~/solve answers with search (4 seeds per round, budget 0.1 s)" in line
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("robot, namespace", [(robot, "/left_cell") for robot in ROBOTS]
+                         + [("panda_like", "/plant/cell_2")])
+def test_params_file_applies_in_any_namespace(robot, namespace):
+    """Issue 23 item 8: config/<robot>.yaml as a namespaced launch loads it (``--params-file``
+    with ``-r __ns:=...``, what ``ros2 launch ... namespace:=left_cell`` hands the node): every
+    value of the file is the node's, and the command goes out as the file says."""
+    import yaml
+
+    with open(CONFIG_DIR / f"{robot}.yaml", encoding="utf-8") as f:
+        (entry,) = yaml.safe_load(f).values()  # one entry, whatever its key
+    values = entry["ros__parameters"]
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id())
+    node = None
+    try:
+        node = DirectionUpIKNode(context=context, cli_args=[
+            "--ros-args", "--params-file", str(CONFIG_DIR / f"{robot}.yaml"), "-r", f"__ns:={namespace}"])
+        assert node.get_fully_qualified_name() == f"{namespace}/direction_up_ik_node"
+        differ = {}
+        for name, value in values.items():
+            got = node.get_parameter(name).value
+            got = list(got) if isinstance(got, (list, tuple)) or hasattr(got, "tolist") else got
+            if got != value and not (isinstance(value, float) and got == pytest.approx(value)):
+                differ[name] = (value, got)
+        assert not differ, f"{len(differ)} of {len(values)} parameters not from the file: {differ}"
+        topics = dict(node.get_publisher_names_and_types_by_node(node.get_name(), node.get_namespace()))
+        kind = {"joint_state": "sensor_msgs/msg/JointState", "joint_trajectory": "trajectory_msgs/msg/JointTrajectory",
+                "float64_multi_array": "std_msgs/msg/Float64MultiArray"}[values["command.type"]]
+        topic = node.resolve_topic_name(values["command.topic"])
+        assert topics.get(topic) == [kind], topics
     finally:
         if node is not None:
             node.destroy_node()

@@ -7,11 +7,13 @@ must turn back into the same settings.
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from direction_up_ik.core.settings import (DEFAULT_MAX_POSITION_ERROR, NODE_SEARCH_DEFAULTS, SEARCH_SOLVER_DEFAULTS,
                                            SearchSettings, SolverSettings, defaults, rules)
-from direction_up_ik.ros.config import PARAMETER_BY_NAME, ConfigError, config_from_values
+from direction_up_ik.ros.config import PARAMETER_BY_NAME, ConfigError, config_from_values, parameter_file_values
 
 TYPES = {"number": "double", "integer": "integer", "seed": "integer", "choice": "string"}
 
@@ -109,4 +111,49 @@ def test_service_queue_depth_is_a_read_only_parameter_with_a_range():
         with pytest.raises(ConfigError) as info:
             config_from_values({"service_queue_depth": bad})
         assert info.value.parameter == "service_queue_depth" and words in str(info.value)
+
+
+CONFIG = pathlib.Path(__file__).resolve().parents[2] / "config"
+ROBOT_FILES = ("dual_arm_torso", "panda_like", "ur5_like")
+
+
+@pytest.mark.parametrize("robot", ROBOT_FILES)
+def test_shipped_parameter_files_apply_in_any_namespace(robot):
+    """Issue 23 item 8: ``ros2 launch ... namespace:=left_cell`` must not drop the file."""
+    path = CONFIG / f"{robot}.yaml"
+    plain = parameter_file_values(path)
+    assert plain["robot"] == robot and len(plain) > 10
+    for fqn in ("/left_cell/direction_up_ik_node", "/plant/cell_2/direction_up_ik_node"):
+        assert parameter_file_values(path, fqn) == plain, fqn
+    config = config_from_values(plain)  # and they are valid
+    assert config.robot == robot
+
+
+@pytest.mark.parametrize("key, matches", [
+    ("direction_up_ik_node", {"/direction_up_ik_node"}),
+    ("/direction_up_ik_node", {"/direction_up_ik_node"}),
+    ("/**/direction_up_ik_node", {"/direction_up_ik_node", "/left_cell/direction_up_ik_node",
+                                  "/plant/cell_2/direction_up_ik_node"}),
+    ("/*/direction_up_ik_node", {"/left_cell/direction_up_ik_node"}),
+    ("/left_cell/direction_up_ik_node", {"/left_cell/direction_up_ik_node"}),
+    ("/**", {"/direction_up_ik_node", "/left_cell/direction_up_ik_node", "/plant/cell_2/direction_up_ik_node",
+             "/command_echo"}),
+    ("/**/command_echo", {"/command_echo"}),
+])
+def test_parameter_file_keys_name_nodes_as_rcl_does(tmp_path, key, matches):
+    path = tmp_path / "params.yaml"
+    path.write_text(f"'{key}':\n  ros__parameters:\n    solver:\n      max_iters: 7\n")
+    for fqn in ("/direction_up_ik_node", "/left_cell/direction_up_ik_node", "/plant/cell_2/direction_up_ik_node",
+                "/command_echo"):
+        expected = {"solver.max_iters": 7} if fqn in matches else {}
+        assert parameter_file_values(path, fqn) == expected, fqn
+
+
+def test_a_file_that_is_no_parameter_file_names_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("direction_up_ik_node:\n  robot: panda_like\n")
+    with pytest.raises(ConfigError, match="entry 'direction_up_ik_node' has no ros__parameters"):
+        parameter_file_values(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        parameter_file_values(tmp_path / "missing.yaml")
 
