@@ -18,15 +18,11 @@ logs one line naming the parameter and exits with code 1.
 from __future__ import annotations
 
 import array
-import signal
 import sys
 import threading
 from typing import List, Optional
 
 import numpy as np
-import rclpy
-import rclpy.executors
-import rclpy.signals
 from rclpy.parameter import Parameter
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType, SetParametersResult)
@@ -54,6 +50,7 @@ from .conversions import (RequestError, fill_response, search_options, settings_
                           targets_from_candidates)
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
+from .process import run_node
 
 Response = SolveDirectionUpIK.Response
 
@@ -397,29 +394,9 @@ class DirectionUpIKNode(Node):
 
 
 def main(args: Optional[List[str]] = None) -> int:
-    """Console entry point: run the node until SIGINT/SIGTERM; exit 1 on bad configuration."""
-    rclpy.init(args=args, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    node = None
-    code = 0
-    try:
-        node = DirectionUpIKNode()
-    except ConfigError as exc:
-        rclpy.logging.get_logger("direction_up_ik_node").fatal(f"invalid configuration: {exc}")
-        code = 1
-    if node is not None:
-        executor = rclpy.executors.SingleThreadedExecutor()
-        executor.add_node(node)
-        while not stop.is_set() and rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
-        node.get_logger().info("shutting down")
-        stop_preparing()  # no compile outlives the node
-        node.destroy_node()
-    if rclpy.ok():
-        rclpy.try_shutdown()
-    return code
+    """Console entry point: run the node until SIGINT/SIGTERM (exit 0); exit 1 on bad configuration."""
+    return run_node(DirectionUpIKNode, "direction_up_ik_node", args,
+                    on_stop=stop_preparing)  # no compile outlives the node
 
 
 if __name__ == "__main__":

@@ -1,0 +1,71 @@
+"""Run one node as a process: until SIGINT or SIGTERM, then a clean exit.
+
+The console entry points of ``direction_up_ik_node`` and ``command_echo`` share this. rclpy's
+own signal handler shuts the context down on the first SIGINT and lets the next one raise
+``KeyboardInterrupt`` wherever the process happens to be (``destroy_node`` included): under
+``ros2 launch`` a terminal's Ctrl-C reaches a node twice (from the terminal and forwarded by
+launch), so the node died with a traceback and a non-zero exit code. Here a signal only sets
+an event; the spin loop sees it, the node is destroyed once and the process exits 0, however
+many signals arrive (also while the interpreter finalises: they are ignored by then).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Callable, List, Optional
+
+import rclpy
+import rclpy.executors
+import rclpy.logging
+import rclpy.signals
+
+from .config import ConfigError
+
+#: Seconds the spin loop waits for work before it looks at the stop event again.
+_SPIN_PERIOD_S = 0.1
+
+
+def run_node(make_node: Callable[[], "rclpy.node.Node"], name: str, args: Optional[List[str]] = None,
+             on_stop: Optional[Callable[[], None]] = None) -> int:
+    """Build a node with ``make_node()`` and spin it until SIGINT / SIGTERM.
+
+    Args:
+        make_node: builds the node (after ``rclpy.init``); may raise ConfigError.
+        name: logger name of a configuration error.
+        args: command-line arguments for ``rclpy.init`` (None: ``sys.argv``).
+        on_stop: called after spinning stops, before the node is destroyed.
+    Returns:
+        the exit code: 0 after a signal (or an external shutdown), 1 on bad configuration
+        (one log line naming the parameter, no traceback).
+    """
+    rclpy.init(args=args, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    code = 0
+    try:
+        node = make_node()
+    except ConfigError as exc:
+        rclpy.logging.get_logger(name).fatal(f"invalid configuration: {exc}")
+        node, code = None, 1
+    if node is not None:
+        executor = rclpy.executors.SingleThreadedExecutor()
+        executor.add_node(node)
+        try:
+            while not stop.is_set() and rclpy.ok():
+                executor.spin_once(timeout_sec=_SPIN_PERIOD_S)
+        except rclpy.executors.ExternalShutdownException:
+            pass
+        node.get_logger().info("shutting down")
+        if on_stop is not None:
+            on_stop()
+        node.destroy_node()
+    if rclpy.ok():
+        rclpy.try_shutdown()
+    # From here on the process only exits. Python restores the default handlers when it
+    # finalises, so a repeated Ctrl-C arriving then would kill it (exit -2) after a clean
+    # shutdown; ignored signals stay ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    return code
