@@ -1,9 +1,15 @@
-"""Demo bringup: the solver, a command echo standing in for the robot, and
-robot_state_publisher, so the robot "moves" in RViz to every published solution.
+"""Demo bringup: robot_state_publisher, a command echo standing in for the robot and its
+controller, and the solver, so the robot "moves" in RViz to every published solution.
 
-    ros2 launch direction_up_ik demo.launch.py robot:=dual_arm_torso
+    ros2 launch direction_up_ik demo.launch.py robot:=dual_arm_torso [config:=FILE] [namespace:=NS]
 
-Add RViz with the RobotModel display (topic /robot_description) and call
+Needs robot_state_publisher (``ros-jazzy-robot-state-publisher``) besides this package. Every
+executable is looked up before anything starts: when one is missing the launch fails with one
+message naming it and leaves no process behind. The robot's processes start first, the solver
+last. command_echo listens to the command the solver's configuration publishes (message type,
+topic, joint order), so every bundled robot moves.
+
+Add RViz with the RobotModel display (topic robot_description) and call
 /direction_up_ik_node/solve with publish: true, or publish candidates on
 /direction_up_ik_node/target.
 
@@ -25,31 +31,46 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from direction_up_ik.ros.config import parameter_file_values
+from direction_up_ik.ros.launch_support import command_echo_parameters, missing_executables, node_fqn
 
-def _robot_nodes(context):
+#: (package, executable) of every process the demo starts.
+NEEDED = (("robot_state_publisher", "robot_state_publisher"), ("direction_up_ik", "command_echo"),
+          ("direction_up_ik", "direction_up_ik_node"))
+
+
+def demo_actions(context):
+    """The demo's actions, robot first, solver last; raises before any starts when an
+    executable is missing (launch reports the error and exits 1)."""
+    missing = missing_executables(NEEDED)
+    if missing:
+        raise RuntimeError(f"demo.launch.py needs {', '.join(missing)}, not found on AMENT_PREFIX_PATH "
+                           "(robot_state_publisher: install ros-jazzy-robot-state-publisher); nothing started")
     robot = LaunchConfiguration("robot").perform(context)
+    namespace = LaunchConfiguration("namespace").perform(context)
     share = get_package_share_directory("direction_up_ik")
+    config = LaunchConfiguration("config").perform(context) or os.path.join(share, "config", f"{robot}.yaml")
+    fqn = node_fqn(namespace)
+    echo = command_echo_parameters(parameter_file_values(config, fqn), fqn)
     with open(os.path.join(share, "urdf", f"{robot}.urdf"), encoding="utf-8") as handle:
         urdf = handle.read()
     return [
-        Node(package="robot_state_publisher", executable="robot_state_publisher",
+        Node(package="robot_state_publisher", executable="robot_state_publisher", namespace=namespace,
              parameters=[{"robot_description": urdf}], output="screen"),
-        Node(package="direction_up_ik", executable="command_echo", name="command_echo",
-             parameters=[{"robot": robot,
-                          "command_topic": "/direction_up_ik_node/joint_command"}],
-             output="screen"),
+        Node(package="direction_up_ik", executable="command_echo", name="command_echo", namespace=namespace,
+             parameters=[{"robot": robot, **echo}], output="screen"),
+        IncludeLaunchDescription(
+            PythonLaunchDescriptionSource(os.path.join(share, "launch", "direction_up_ik.launch.py")),
+            launch_arguments={"robot": robot, "config": config, "namespace": namespace}.items()),
     ]
 
 
 def generate_launch_description():
-    share = get_package_share_directory("direction_up_ik")
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="dual_arm_torso",
                               description="bundled robot name"),
-        DeclareLaunchArgument("config", default_value="", description="solver parameter YAML"),
-        IncludeLaunchDescription(
-            PythonLaunchDescriptionSource(os.path.join(share, "launch", "direction_up_ik.launch.py")),
-            launch_arguments={"robot": LaunchConfiguration("robot"),
-                              "config": LaunchConfiguration("config")}.items()),
-        OpaqueFunction(function=_robot_nodes),
+        DeclareLaunchArgument("config", default_value="",
+                              description="solver parameter YAML (default: config/<robot>.yaml)"),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace of all demo nodes"),
+        OpaqueFunction(function=demo_actions),
     ])

@@ -2,12 +2,16 @@
 without ``launch`` / ``launch_ros`` (not installable from PyPI).
 
 * :func:`command_echo_parameters`: ``command_echo``'s parameters that make it listen to the
-  command the node publishes with a given parameter file (type, absolute topic, joint order).
+  command the node publishes with a given parameter file (type, absolute topic, joint order);
+* :func:`find_executable` / :func:`missing_executables`: whether ``ros2 run`` would find an
+  executable, so that ``demo.launch.py`` checks everything it needs before it starts anything.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .config import COMMAND_TYPES, NODE_NAME, PARAMETER_BY_NAME, ConfigError
 
@@ -50,3 +54,26 @@ def command_echo_parameters(values: Mapping[str, Any], fqn: str = node_fqn()) ->
         out["joint_order"] = order
     return out
 
+
+def _prefixes(prefixes: Optional[Sequence[str]]) -> List[str]:
+    if prefixes is not None:
+        return list(prefixes)
+    return [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+
+
+def find_executable(package: str, executable: str, prefixes: Optional[Sequence[str]] = None) -> Optional[Path]:
+    """``<prefix>/lib/<package>/<executable>`` of the first prefix (default: AMENT_PREFIX_PATH)
+    whose ament index lists ``package``, as ``ros2 run`` finds it; None when the package is
+    not installed or lacks the executable."""
+    for prefix in _prefixes(prefixes):
+        if (Path(prefix) / "share" / "ament_index" / "resource_index" / "packages" / package).is_file():
+            path = Path(prefix) / "lib" / package / executable
+            return path if path.is_file() and os.access(path, os.X_OK) else None
+    return None
+
+
+def missing_executables(needed: Iterable[Tuple[str, str]], prefixes: Optional[Sequence[str]] = None) -> List[str]:
+    """``"<package>/<executable>"`` of every (package, executable) in ``needed`` that
+    :func:`find_executable` does not find."""
+    return [f"{package}/{executable}" for package, executable in needed
+            if find_executable(package, executable, prefixes) is None]
