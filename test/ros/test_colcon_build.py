@@ -1,8 +1,10 @@
-"""`colcon build` of this package in a temporary workspace, with the venv as underlay.
+"""`colcon build` of this package in a temporary workspace, with the venv as underlay, and
+`pip install --prefix` of the same sources.
 
 Checks what a ROS 2 user gets from the ament_cmake build: the generated
 interfaces, the Python package merged with them in one folder, the node
-executable for `ros2 run`, and the share/ data. Takes about a minute.
+executable for `ros2 run`, and the share/ data; and that the pip install (setup.py) puts
+the same data and executables in the same places (issue 23, item 8). Takes a minute or two.
 """
 
 from __future__ import annotations
@@ -149,6 +151,75 @@ def test_installs_interfaces_node_and_data(colcon_install: Path):
     for module in (source / PACKAGE).rglob("*.py"):
         if "__pycache__" not in module.parts:
             assert (site / module.relative_to(source)).is_file(), module
+
+
+@pytest.fixture(scope="module")
+def pip_install(tmp_path_factory) -> Path:
+    """Prefix of ``pip install --prefix`` of a copy of the sources (setup.py / setup.cfg)."""
+    root = tmp_path_factory.mktemp("pip_install")
+    _copy_sources(root / "src")
+    prefix = root / "prefix"
+    completed = subprocess.run(
+        [str(VENV / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+         "--ignore-installed", "--no-warn-script-location", "--prefix", str(prefix), str(root / "src")],
+        cwd=root, env=_underlay_env(), capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    if completed.returncode != 0:
+        pytest.fail(f"pip install failed ({completed.returncode}):\n{completed.stdout[-4000:]}\n{completed.stderr[-4000:]}")
+    return prefix
+
+
+def _ros_files(prefix: Path) -> dict:
+    """{path relative to ``prefix``: (bytes, executable)} of what `ros2 run`, `ros2 launch` and
+    the ament index read: share/<package>/{package.xml, launch, config, urdf}, the package
+    marker and lib/<package>/. (The CMake build's interface and environment files are its own.)"""
+    share = prefix / "share" / PACKAGE
+    paths = [prefix / "share" / "ament_index" / "resource_index" / "packages" / PACKAGE, share / "package.xml"]
+    for folder in (share / "launch", share / "config", share / "urdf", prefix / "lib" / PACKAGE):
+        paths += [p for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    return {str(p.relative_to(prefix)): (p.read_bytes(), os.access(p, os.X_OK)) for p in paths if p.exists()}
+
+
+def test_pip_installs_what_the_cmake_build_installs(colcon_install: Path, pip_install: Path):
+    """setup.py's docstring says both builds install the same; the URDFs and the
+    lib/direction_up_ik executables were missing from the pip install."""
+    cmake, pip = _ros_files(colcon_install / PACKAGE), _ros_files(pip_install)
+    assert sorted(pip) == sorted(cmake)
+    for path, (data, executable) in cmake.items():
+        if path.startswith("lib/"):  # launchers: each build's own kind, both executable
+            assert executable and pip[path][1], path
+        else:
+            assert pip[path] == (data, False) and not executable, path
+    assert {p for p in cmake if p.startswith("lib/")} == {f"lib/{PACKAGE}/direction_up_ik_node",
+                                                          f"lib/{PACKAGE}/command_echo"}
+    assert any(p.startswith(f"share/{PACKAGE}/urdf/") for p in cmake)
+
+
+@pytest.mark.parametrize("build", ["cmake", "pip"])
+@pytest.mark.parametrize("exe, logger", [("direction_up_ik_node", "direction_up_ik_node"), ("command_echo", "command_echo")])
+def test_installed_executables_run_their_entry_points(colcon_install: Path, pip_install: Path, build, exe, logger):
+    """`ros2 run direction_up_ik <exe>` as a user runs it from each install (the workspace's
+    setup.bash sourced, or the pip prefix on PYTHONPATH): the executable reaches the entry
+    point, which rejects an unknown robot with exit code 1 and one line."""
+    if build == "cmake":
+        path = colcon_install / PACKAGE / "lib" / PACKAGE / exe
+        setup = f'source "{colcon_install}/setup.bash" && '
+        env = _underlay_env()
+        env.pop("PYTHONPATH", None)
+    else:
+        path = pip_install / "lib" / PACKAGE / exe
+        setup = ""
+        env = _underlay_env()
+        env["PYTHONPATH"] = str(pip_install / Path(sysconfig.get_path("purelib", vars={"base": ".", "platbase": "."})))
+    env.setdefault("ROS_DOMAIN_ID", "77")
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    command = f'{setup}exec "{path}" --ros-args -p robot:=no_such_robot'
+    completed = subprocess.run(["bash", "-c", command], cwd=path.parent, env=env, capture_output=True, text=True,
+                               timeout=300, stdin=subprocess.DEVNULL)  # a hang catcher
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 1, output
+    lines = [line for line in output.splitlines() if "invalid configuration" in line]
+    assert len(lines) == 1 and "parameter 'robot'" in lines[0] and f"[{logger}]" in lines[0], output
+    assert "Traceback" not in output, output
 
 
 def test_installed_package_imports_with_setup_environment(colcon_install: Path):
