@@ -631,6 +631,30 @@ class RobotKinematics:
             raise InputValidationError(
                 "link name", f"unknown link '{name}'; links: {_preview(self.link_names)}") from None
 
+    def tcp_reach_bounds(self) -> np.ndarray:
+        """(E,) upper bound (m) of each TCP's distance from the root link's origin, any joint state.
+
+        By the triangle inequality along the TCP's chain: the length of every fixed offset from
+        the root to the TCP (joint origins, fixed joints, the TCP offset) plus the largest travel
+        of every prismatic joint on it (mimic scale and offset included). Revolute joints only
+        rotate, so they add nothing. +inf when a prismatic joint on the chain has no finite limit.
+        Loose (the offsets rarely line up) but never below a reachable distance: a target farther
+        than this is out of reach for certain.
+        """
+        bounds = np.zeros(self.num_end_effectors)
+        for e in range(self.num_end_effectors):
+            total = float(np.linalg.norm(self._ee_fixed[e][:3, 3]))
+            node = int(self._ee_node[e])
+            while node >= 0:
+                total += float(np.linalg.norm(self._node_pos[node]))
+                if self._node_type[node] == _PRISMATIC:
+                    dof = self._node_dof[node]
+                    travel = max(abs(self.lower_limits[dof]), abs(self.upper_limits[dof]))
+                    total += abs(self._node_scale[node]) * travel + abs(self._node_offset[node])
+                node = int(self._node_parent[node])
+            bounds[e] = total
+        return bounds
+
     def static_link_xforms(self) -> Dict[str, np.ndarray]:
         """Links fixed to the root (no movable joint between): ``{name: (4, 4) root -> link}``."""
         return {name: fixed.copy() for name, (node, fixed) in self._link_frame.items() if node < 0}

@@ -12,6 +12,19 @@ Poses are ``geometry_msgs/Pose``-like objects (``.position.x/y/z``,
 Direction-Up target through the group's configured TCP axes (``local_axes``:
 "tcp" = direction +Z / up +Y, "x_y" = +X / +Y); several tips form one
 multi-end-effector candidate.
+
+Rules of the MoveIt front end, for the plugin class and the node's GetPositionIK bridge alike:
+
+* precision: MoveIt's (``MOVEIT_SOLVER_DEFAULTS`` in :mod:`.kinematics_yaml`);
+* seeds: MoveIt sends the robot's current state unclamped; a seed joint at most
+  ``LIMIT_TOLERANCE`` (1e-3 rad / m) past a limit is clamped onto it, only one farther out is
+  refused (INVALID_ROBOT_STATE), as the node does with joint states;
+* unreachable: every pose not solved is NO_IK_SOLUTION (as MoveIt's own IK answers), also when
+  the budget ran out; a tip pose farther from ``base_frame`` than the chain's longest reach
+  (``RobotKinematics.tcp_reach_bounds``: fixed offsets plus prismatic travel plus the TCP offset
+  along the chain) is answered at once, without spending the budget;
+* collisions: not checked (collision-aware solving has not landed): MoveIt's
+  ``avoid_collisions`` is ignored, and MoveIt checks the answer itself.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from scipy.spatial.transform import Rotation
 from ..core import (DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem, search_problem,
                     solve_problem, warm_up_search)
 from ..core.backend import prepare_kernels
+from ..core.limits import LIMIT_TOLERANCE, clamp_to_limits, float32_within_limits
 from .kinematics_yaml import GroupKinematicsConfig
 
 
@@ -101,6 +115,7 @@ class GroupIK:
         self._search_discretization = float(search_discretization)
         self._active = np.flatnonzero(moving)
         self._joint_names = [robot.joint_names[i] for i in self._active]
+        self._reach = robot.tcp_reach_bounds()
         self.error = ""
         self._warm_up()
         return True
@@ -133,6 +148,14 @@ class GroupIK:
 
     def get_base_frame(self) -> str:
         return self._base if self._robot else ""
+
+    def joint_limits(self):
+        """(lower, upper): (J,) limits of the group's joints (rad / m; +-inf for continuous)."""
+        return self._robot.lower_limits[self._active], self._robot.upper_limits[self._active]
+
+    def reach_bounds(self) -> np.ndarray:
+        """(tips,) upper bound (m) of each tip's (TCP's) distance from ``base_frame``."""
+        return self._reach.copy()
 
     def supports_group(self, joint_names: Sequence[str], tip_frames: Optional[Sequence[str]] = None):
         """(True, "") when a group of these joints (and tips) can be served, else (False, reason)."""
@@ -180,10 +203,23 @@ class GroupIK:
         if seed.shape != (len(self._active),) or not np.all(np.isfinite(seed)):
             return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE,
                             f"ik_seed_state must be {len(self._active)} finite values ({self._joint_names})")
+        lower, upper = self.joint_limits()
+        seed, outside = clamp_to_limits(seed, lower, upper)
+        if outside is not None:
+            return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE,
+                            f"ik_seed_state: joint '{self._joint_names[outside]}' is at {seed[outside]:.6g}, "
+                            f"outside its limits [{lower[outside]:.6g}, {upper[outside]:.6g}] by more than "
+                            f"{LIMIT_TOLERANCE:g}")
         try:
             targets = tuple(self._target(e, pose) for e, pose in enumerate(poses))
         except (DirectionUpIKError, ValueError, AttributeError, TypeError) as exc:
             return IKResult(None, MoveItErrorCode.INVALID_GOAL_CONSTRAINTS, f"invalid pose: {exc}")
+        for e, target in enumerate(targets):
+            distance = float(np.linalg.norm(target.position_world))
+            if distance > self._reach[e] + config.settings.position_tol:
+                return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION,
+                                f"no solution: '{self._tips[e]}' target {distance:.4g} m from '{self._base}', "
+                                f"beyond the chain's reach (at most {self._reach[e]:.4g} m)")
         bounds = None
         if consistency_limits is not None:
             limits = np.asarray(consistency_limits, dtype=np.float64)
@@ -196,7 +232,7 @@ class GroupIK:
             bounds = (lower, upper)
         q = np.array(robot.joint_q, dtype=np.float64)
         q[self._active] = seed
-        robot.joint_q[:] = q
+        robot.joint_q[:] = float32_within_limits(q, robot.lower_limits, robot.upper_limits)
         timeout = config.timeout if timeout is None or timeout <= 0 else float(timeout)
         try:
             problem = build_problem(robot, (targets,), tuple(self._active), "cpu", None, config.settings,
@@ -224,8 +260,11 @@ class GroupIK:
         except FloatingPointError as exc:
             return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
         if result.best_index is None:
-            code = MoveItErrorCode.TIMED_OUT if search and timed_out else MoveItErrorCode.NO_IK_SOLUTION
-            return IKResult(None, code, f"no solution (position error {result.position_error[0].max():.4g} m)")
+            # NO_IK_SOLUTION also when the budget ran out, as MoveIt's own IK answers (TIMED_OUT
+            # reads as "try again with more time", which does not help an unreachable pose).
+            spent = "; the time budget ran out" if search and timed_out else ""
+            return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION,
+                            f"no solution (position error {result.position_error[0].max():.4g} m{spent})")
         solution = result.joint_q[0][self._active].astype(np.float64).tolist()
         return IKResult(solution, MoveItErrorCode.SUCCESS)
 

@@ -22,23 +22,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from ..core.errors import DirectionUpIKError
-
-
-def float32_within_limits(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """``q`` (D,) as the solver's float32 joint state, rounded towards the inside of the limits.
-
-    Plain rounding can land one float32 step beyond a float64 limit (float32(0.4) is
-    0.4000000059604645), and joints the solve does not move are returned -- and published --
-    as they were given.
-    """
-    q32 = np.asarray(q, dtype=np.float32).copy()
-    above = q32.astype(np.float64) > upper
-    if above.any():  # (rare; the masked writes cost more than the test)
-        q32[above] = np.nextafter(q32[above], np.float32(-np.inf))
-    below = q32.astype(np.float64) < lower
-    if below.any():
-        q32[below] = np.nextafter(q32[below], np.float32(np.inf))
-    return q32
+from ..core.limits import LIMIT_TOLERANCE, float32_within_limits  # noqa: F401 (re-exported)
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -69,7 +53,7 @@ class JointStateStore:
     """
 
     def __init__(self, joint_names: Sequence[str], lower: np.ndarray, upper: np.ndarray,
-                 limit_tolerance: float = 1e-3) -> None:
+                 limit_tolerance: float = LIMIT_TOLERANCE) -> None:
         self.joint_names = tuple(joint_names)
         self._index = {n: i for i, n in enumerate(self.joint_names)}
         self._lower = np.asarray(lower, dtype=np.float64)

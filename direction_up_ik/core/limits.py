@@ -1,0 +1,45 @@
+"""Joint states at their limits: the tolerance within which a state just past a limit is clamped
+onto it, and the float32 rounding that keeps a clamped state inside.
+
+Robots report states a little past a limit (encoder noise, a controller's overshoot, a float
+round trip), and a robot at rest on a limit keeps reporting them. Both front ends that take a
+start state from outside -- the node's joint states and the MoveIt bridge's seeds -- clamp such
+states within :data:`LIMIT_TOLERANCE` and refuse only states farther out.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+#: rad / m: a start state at most this far beyond a limit is clamped onto it; farther is an error.
+LIMIT_TOLERANCE = 1e-3
+
+
+def float32_within_limits(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """``q`` (D,) as the solver's float32 joint state, rounded towards the inside of the limits.
+
+    Plain rounding can land one float32 step beyond a float64 limit (float32(0.4) is
+    0.4000000059604645), and joints the solve does not move are returned -- and published --
+    as they were given.
+    """
+    q32 = np.asarray(q, dtype=np.float32).copy()
+    above = q32.astype(np.float64) > upper
+    if above.any():  # (rare; the masked writes cost more than the test)
+        q32[above] = np.nextafter(q32[above], np.float32(-np.inf))
+    below = q32.astype(np.float64) < lower
+    if below.any():
+        q32[below] = np.nextafter(q32[below], np.float32(np.inf))
+    return q32
+
+
+def clamp_to_limits(q: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                    tolerance: float = LIMIT_TOLERANCE) -> Tuple[np.ndarray, Optional[int]]:
+    """(q clipped into [lower, upper], None), or (q, index of the first value farther than
+    ``tolerance`` beyond its limit). ``q``, ``lower``, ``upper``: (D,) rad / m."""
+    q = np.asarray(q, dtype=np.float64)
+    outside = (q < lower - tolerance) | (q > upper + tolerance)
+    if outside.any():
+        return q, int(np.flatnonzero(outside)[0])
+    return np.clip(q, lower, upper), None
