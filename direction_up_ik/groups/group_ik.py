@@ -39,7 +39,9 @@ from ..core import (DirectionUpIKError, DirectionUpTarget, RobotKinematics, buil
                     solve_problem, warm_up_search)
 from ..core.backend import prepare_kernels
 from ..core.limits import LIMIT_TOLERANCE, clamp_to_limits, float32_within_limits
+from ..core.rotations import make_transform, rpy_to_matrix
 from .kinematics_yaml import GroupKinematicsConfig
+from .srdf import chain_links
 
 
 class MoveItErrorCode:
@@ -81,6 +83,7 @@ class GroupIK:
     def __init__(self, config: Optional[GroupKinematicsConfig] = None) -> None:
         self._config = config
         self._robot: Optional[RobotKinematics] = None
+        self._link_solvers = {}
 
     @property
     def config(self) -> Optional[GroupKinematicsConfig]:
@@ -93,16 +96,21 @@ class GroupIK:
         """Build the model of ``base_frame`` -> ``tip_frames``; False (and a reason) on failure.
 
         The group's joints are the movable joints on the paths from ``base_frame``
-        to the tips, in URDF order. ``search_discretization`` is accepted for API
-        compatibility; the search samples seeds (library states nearest the target, then
-        random ones) instead of discretising. Loads the compiled kernel and builds the
-        group's seed library (:meth:`_warm_up`), without waiting for a first compile.
+        to the tips, in URDF order; a tip with a ``tcp_offsets`` entry is solved for that TCP.
+        ``search_discretization`` is accepted for API compatibility; the search samples seeds
+        (library states nearest the target, then random ones) instead of discretising. Loads
+        the compiled kernel and builds the group's seed library (:meth:`_warm_up`), without
+        waiting for a first compile.
         """
         if isinstance(tip_frames, str):
             tip_frames = [tip_frames]
         config = self._config or GroupKinematicsConfig(group=group_name)
+        offsets = []
+        for tip in tip_frames:
+            offset = config.tcp_offset(tip)
+            offsets.append(np.eye(4) if offset is None else make_transform(rpy_to_matrix(offset[1]), offset[0]))
         try:
-            robot = RobotKinematics.from_urdf(robot_description, list(tip_frames), root_link=base_frame)
+            robot = RobotKinematics.from_urdf(robot_description, list(tip_frames), offsets, root_link=base_frame)
         except DirectionUpIKError as exc:
             self.error = f"initialize failed: {exc}"
             return False
@@ -116,6 +124,8 @@ class GroupIK:
         self._active = np.flatnonzero(moving)
         self._joint_names = [robot.joint_names[i] for i in self._active]
         self._reach = robot.tcp_reach_bounds()
+        self._description = robot_description
+        self._link_solvers = {}
         self.error = ""
         self._warm_up()
         return True
@@ -156,6 +166,34 @@ class GroupIK:
     def reach_bounds(self) -> np.ndarray:
         """(tips,) upper bound (m) of each tip's (TCP's) distance from ``base_frame``."""
         return self._reach.copy()
+
+    def chain_links(self) -> tuple:
+        """Links IK can be solved for besides the tips: for a one-tip group, the links of its chain
+        from ``base_frame`` to the tip (base first); () for a group of several tips."""
+        if self._robot is None or len(self._tips) != 1:
+            return ()
+        return chain_links(self._description, self._base, self._tips[0]) or ()
+
+    def solver_for(self, links: Sequence[str]):
+        """(solver, "") of IK for ``links``: this group when they are its tips (any order); for a
+        one-tip group and one other link of its chain, a solver of that link (its TCP offset from
+        kinematics.yaml if one is configured, else the link's frame) whose joints are those of the
+        group that move the link, built on first use and kept. (None, reason) otherwise."""
+        links = tuple(links)
+        if sorted(links) == sorted(self._tips):
+            return self, ""
+        chain = self.chain_links()
+        if len(links) != 1 or links[0] not in chain:
+            where = f"or one link of its chain {list(chain)}" if chain else "(a group of several tips)"
+            return None, f"ik link names {list(links)} must be the group's tips {list(self._tips)} {where}"
+        solver = self._link_solvers.get(links[0])
+        if solver is None:
+            solver = GroupIK(self._config)
+            if not solver.initialize(self._description, self._group, self._base, list(links),
+                                     self._search_discretization) or not solver.get_joint_names():
+                return None, f"link '{links[0]}' cannot be solved for: {solver.error or 'no joint moves it'}"
+            self._link_solvers[links[0]] = solver
+        return solver, ""
 
     def supports_group(self, joint_names: Sequence[str], tip_frames: Optional[Sequence[str]] = None):
         """(True, "") when a group of these joints (and tips) can be served, else (False, reason)."""

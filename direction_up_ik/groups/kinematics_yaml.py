@@ -13,8 +13,10 @@ Per planning group, MoveIt's keys::
         num_seeds: 4               # any SearchSettings field but time_budget and max_rounds
         mode: full                 # full | axis (roll about the tip's direction axis free)
         local_axes: tcp            # tcp: direction = tip +Z, up = +Y; x_y: direction = +X, up = +Y
-        base_frame: panda_link0    # the group's root and tips, for the GetPositionIK bridge
-        tip_frames: [panda_hand]   # (MoveIt itself takes them from the SRDF)
+        base_frame: panda_link0    # the group's root and tips; default: the SRDF group's chain
+        tip_frames: [panda_hand]   # (base = chain base, tips = chain tips, as MoveIt takes them)
+        tcp_offsets:               # link -> TCP offset of a link IK is solved for; default none:
+          panda_hand: {xyz: [0, 0, 0.1034], rpy: [0, 0, 0]}   # a request's pose is then the TCP's
 
 The ``direction_up_ik`` keys are generated from the settings schema (:data:`SOLVER_KEYS`,
 :data:`SEARCH_KEYS`) and checked by its validator. Defaults: the schema's, with
@@ -49,7 +51,7 @@ SOLVER_KEYS = tuple(f.name for f in dataclasses.fields(SolverSettings))
 #: takes from MoveIt (the budget is kinematics_solver_timeout; rounds run until it).
 SEARCH_KEYS = tuple(f.name for f in dataclasses.fields(SearchSettings) if f.name not in ("time_budget", "max_rounds"))
 #: ``direction_up_ik`` keys of the group itself.
-GROUP_KEYS = ("mode", "local_axes", "base_frame", "tip_frames")
+GROUP_KEYS = ("mode", "local_axes", "base_frame", "tip_frames", "tcp_offsets")
 MODES = ("full", "axis")
 LOCAL_AXES = ("tcp", "x_y")
 DEFAULT_TIMEOUT = 0.005
@@ -86,6 +88,12 @@ class GroupKinematicsConfig:
     local_axes: str = "tcp"
     base_frame: str = ""
     tip_frames: tuple = ()
+    #: ((link, (x, y, z) m, (roll, pitch, yaw) rad), ...): link -> TCP offsets (URDF rpy).
+    tcp_offsets: tuple = ()
+
+    def tcp_offset(self, link: str):
+        """((x, y, z), (roll, pitch, yaw)) link -> TCP of ``link`` (metres, radians); None: none."""
+        return next(((xyz, rpy) for name, xyz, rpy in self.tcp_offsets if name == link), None)
 
 
 def _positive(group, key, value):
@@ -170,7 +178,29 @@ def group_config(group: str, entry: Mapping[str, Any]) -> GroupKinematicsConfig:
         if not isinstance(tips, (list, tuple)) or not tips or not all(isinstance(t, str) and t for t in tips):
             raise KinematicsYamlError(f"{group}.{OWN_KEY}.tip_frames: must be a non-empty list of link names")
         kwargs["tip_frames"] = tuple(tips)
+    if "tcp_offsets" in own:
+        kwargs["tcp_offsets"] = _tcp_offsets(group, own["tcp_offsets"])
     return GroupKinematicsConfig(**kwargs)
+
+
+def _tcp_offsets(group: str, value) -> tuple:
+    where = f"{group}.{OWN_KEY}.tcp_offsets"
+    if not isinstance(value, Mapping):
+        raise KinematicsYamlError(f"{where}: expected a mapping link -> {{xyz: [x, y, z], rpy: [r, p, y]}}")
+    out = []
+    for link, offset in value.items():
+        if not isinstance(offset, Mapping) or set(offset) - {"xyz", "rpy"}:
+            raise KinematicsYamlError(f"{where}.{link}: expected {{xyz: [x, y, z], rpy: [r, p, y]}}")
+        parts = []
+        for key in ("xyz", "rpy"):
+            v = offset.get(key, [0.0, 0.0, 0.0])
+            if (not isinstance(v, (list, tuple)) or len(v) != 3 or
+                    not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                            for x in v)):
+                raise KinematicsYamlError(f"{where}.{link}.{key}: must be 3 finite numbers, got {v!r}")
+            parts.append(tuple(float(x) for x in v))
+        out.append((str(link), parts[0], parts[1]))
+    return tuple(out)
 
 
 def load_kinematics_yaml(source) -> Dict[str, GroupKinematicsConfig]:

@@ -7,12 +7,29 @@ conversion on duck-typed messages (``ik_request.group_name``,
 ``ik_request.robot_state.joint_state.name/position``, ``ik_request.pose_stamped``
 or ``pose_stamped_vector`` + ``ik_link_names``, ``ik_request.timeout``), so it is
 testable here; the node registers the service only when ``moveit_msgs`` imports.
+
+The rules of ``moveit_msgs/PositionIKRequest`` (its field comments), as served here:
+
+* ``pose_stamped`` is used when ``pose_stamped_vector`` is empty, else ignored;
+* ``ik_link_name`` is optional (default: the group's tip) and ignored when ``ik_link_names``
+  has elements; ``ik_link_names`` is optional too (default: the group's tips, in order);
+* the links may be the group's tips (any order) or, for a one-tip group, one other link of its
+  chain (e.g. ``panda_link8`` of a group whose tip is ``panda_hand``);
+* poses are in the group's base frame (``header.frame_id`` empty or the base frame);
+* ``timeout`` 0 (what srv_kinematics_plugin always sends) means the group's
+  ``kinematics_solver_timeout``;
+* ``avoid_collisions`` is ignored: collision-aware solving has not landed, so answers are not
+  checked against collisions (MoveIt checks them itself); ``constraints`` are not read either.
+
+The answer carries the group's joint names and positions on success and neither on failure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
+
+import numpy as np
 
 from .group_ik import GroupIK, MoveItErrorCode
 from .kinematics_yaml import GroupKinematicsConfig, KinematicsYamlError
@@ -22,7 +39,8 @@ FRAME_TRANSFORM_FAILURE = -21
 
 @dataclass(frozen=True)
 class PositionIKAnswer:
-    """What goes into the GetPositionIK response: ``solution.joint_state`` and ``error_code.val``."""
+    """What goes into the GetPositionIK response: ``solution.joint_state`` (names and positions,
+    both empty unless SUCCESS), ``error_code.val`` and a message."""
 
     joint_names: List[str]
     positions: List[float]
@@ -30,21 +48,35 @@ class PositionIKAnswer:
     message: str
 
 
-def make_group_solvers(robot_description: str, groups: Mapping[str, GroupKinematicsConfig]
-                       ) -> Dict[str, GroupIK]:
-    """One initialised :class:`GroupIK` per group that names base_frame and tip_frames.
+def make_group_solvers(robot_description: str, groups: Mapping[str, GroupKinematicsConfig],
+                       srdf: Optional[str] = None) -> Dict[str, GroupIK]:
+    """One initialised :class:`GroupIK` per group.
+
+    A group's base and tips are its ``direction_up_ik.base_frame`` / ``tip_frames`` where
+    kinematics.yaml names them, else those of its SRDF group (``srdf``: SRDF XML or a path; see
+    :mod:`.srdf`): base = the chain's base, tips = the chains' tips, as MoveIt takes them.
 
     Raises:
-        KinematicsYamlError: a group misses base/tips or cannot be initialised (message names it).
+        KinematicsYamlError: a group has no base/tips or cannot be initialised (message names it).
+        SrdfError: an unreadable SRDF.
     """
+    from .srdf import srdf_groups
+
+    described = srdf_groups(srdf, robot_description) if srdf else {}
     solvers = {}
     for name, config in groups.items():
-        if not config.base_frame or not config.tip_frames:
-            raise KinematicsYamlError(f"kinematics group '{name}': direction_up_ik.base_frame and tip_frames "
-                                      "are required to serve GetPositionIK")
+        base, tips = config.base_frame, config.tip_frames
+        if not base or not tips:
+            found = described.get(name)
+            if found is None:
+                where = "no SRDF given" if not srdf else "not a group of the SRDF"
+                raise KinematicsYamlError(f"kinematics group '{name}': {where}; its chain comes from the SRDF "
+                                          "or from direction_up_ik.base_frame and tip_frames")
+            if found.error:
+                raise KinematicsYamlError(f"kinematics group '{name}': {found.error}")
+            base, tips = base or found.base, tips or found.tips
         solver = GroupIK(config)
-        if not solver.initialize(robot_description, name, config.base_frame, config.tip_frames,
-                                 config.search_resolution):
+        if not solver.initialize(robot_description, name, base, tips, config.search_resolution):
             raise KinematicsYamlError(f"kinematics group '{name}': {solver.error}")
         solvers[name] = solver
     return solvers
@@ -56,39 +88,49 @@ def _seconds(duration) -> float:
     return float(duration or 0.0)
 
 
+def _failure(code: int, message: str) -> PositionIKAnswer:
+    return PositionIKAnswer([], [], code, message)
+
+
 def solve_position_ik(solvers: Mapping[str, GroupIK], ik_request) -> PositionIKAnswer:
     """Serve one ``moveit_msgs/PositionIKRequest``-shaped request; never raises."""
     group = ik_request.group_name
     solver = solvers.get(group)
     if solver is None:
-        return PositionIKAnswer([], [], MoveItErrorCode.INVALID_GROUP_NAME,
-                                f"unknown group '{group}'; groups: {sorted(solvers)}")
+        return _failure(MoveItErrorCode.INVALID_GROUP_NAME, f"unknown group '{group}'; groups: {sorted(solvers)}")
     joint_names = solver.get_joint_names()
     state = ik_request.robot_state.joint_state
     given = dict(zip(state.name, state.position))
     missing = [n for n in joint_names if n not in given]
     if missing:
-        return PositionIKAnswer(joint_names, [], MoveItErrorCode.INVALID_ROBOT_STATE,
-                                f"robot_state lacks joints {missing} of group '{group}'")
-    seed = [given[n] for n in joint_names]
-    stamped = list(ik_request.pose_stamped_vector)
+        return _failure(MoveItErrorCode.INVALID_ROBOT_STATE, f"robot_state lacks joints {missing} of group '{group}'")
+    stamped = list(ik_request.pose_stamped_vector) or [ik_request.pose_stamped]
     links = list(ik_request.ik_link_names)
-    if not stamped:
-        stamped = [ik_request.pose_stamped]
-        links = [ik_request.ik_link_name or solver.get_link_names()[0]]
+    if not links:
+        tips = solver.get_link_names()
+        links = [ik_request.ik_link_name] if len(stamped) == 1 and ik_request.ik_link_name else tips
     if len(links) != len(stamped):
-        return PositionIKAnswer(joint_names, [], MoveItErrorCode.INVALID_LINK_NAME,
-                                f"{len(stamped)} poses but {len(links)} ik_link_names")
-    tips = solver.get_link_names()
-    if sorted(links) != sorted(tips):
-        return PositionIKAnswer(joint_names, [], MoveItErrorCode.INVALID_LINK_NAME,
-                                f"ik_link_names {links} must be the group's tips {tips}")
+        return _failure(MoveItErrorCode.INVALID_LINK_NAME, f"{len(stamped)} poses but {len(links)} ik link names "
+                                                           f"({links})")
+    target, why = solver.solver_for(links)
+    if target is None:
+        return _failure(MoveItErrorCode.INVALID_LINK_NAME, why)
     base = solver.get_base_frame()
     for ps in stamped:
         if ps.header.frame_id not in ("", base):
-            return PositionIKAnswer(joint_names, [], FRAME_TRANSFORM_FAILURE,
-                                    f"poses must be in the group's base frame '{base}', got "
-                                    f"'{ps.header.frame_id}'")
+            return _failure(FRAME_TRANSFORM_FAILURE, f"poses must be in the group's base frame '{base}', got "
+                                                     f"'{ps.header.frame_id}'")
     by_link = dict(zip(links, (ps.pose for ps in stamped)))
-    result = solver.search_position_ik([by_link[t] for t in tips], seed, timeout=_seconds(ik_request.timeout))
-    return PositionIKAnswer(joint_names, result.solution or [], result.error_code, result.message)
+    timeout = _seconds(ik_request.timeout)
+    if timeout <= 0:
+        timeout = solver.config.timeout
+    result = target.search_position_ik([by_link[t] for t in target.get_link_names()],
+                                       [given[n] for n in target.get_joint_names()], timeout=timeout)
+    if result.solution is None:
+        return _failure(result.error_code, result.message)
+    # The group's joints that do not move the solved link keep their seed (within the limits).
+    solved = dict(zip(target.get_joint_names(), result.solution))
+    lower, upper = solver.joint_limits()
+    positions = [solved[n] if n in solved else float(np.clip(given[n], lower[i], upper[i]))
+                 for i, n in enumerate(joint_names)]
+    return PositionIKAnswer(joint_names, positions, result.error_code, result.message)

@@ -79,7 +79,7 @@ def test_bridge_serves_single_and_multi_tip_requests():
 @pytest.mark.parametrize("change,code", [
     (dict(group="nope"), MoveItErrorCode.INVALID_GROUP_NAME),
     (dict(names_cut=3), MoveItErrorCode.INVALID_ROBOT_STATE),
-    (dict(links=["wrist_3_link"]), MoveItErrorCode.INVALID_LINK_NAME),
+    (dict(links=["no_such_link"]), MoveItErrorCode.INVALID_LINK_NAME),
     (dict(frame="world"), -21),
 ])
 def test_bridge_error_codes(change, code):
