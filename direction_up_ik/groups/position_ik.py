@@ -17,7 +17,7 @@ The rules of ``moveit_msgs/PositionIKRequest`` (its field comments), as served h
   chain (e.g. ``panda_link8`` of a group whose tip is ``panda_hand``);
 * poses are in the group's base frame (``header.frame_id`` empty or the base frame);
 * ``timeout`` 0 (what srv_kinematics_plugin always sends) means the group's
-  ``kinematics_solver_timeout``;
+  ``kinematics_solver_timeout``; every budget is capped by ``max_timeout``;
 * ``avoid_collisions`` is ignored: collision-aware solving has not landed, so answers are not
   checked against collisions (MoveIt checks them itself); ``constraints`` are not read either.
 
@@ -92,8 +92,13 @@ def _failure(code: int, message: str) -> PositionIKAnswer:
     return PositionIKAnswer([], [], code, message)
 
 
-def solve_position_ik(solvers: Mapping[str, GroupIK], ik_request) -> PositionIKAnswer:
-    """Serve one ``moveit_msgs/PositionIKRequest``-shaped request; never raises."""
+def solve_position_ik(solvers: Mapping[str, GroupIK], ik_request,
+                      max_timeout: Optional[float] = None) -> PositionIKAnswer:
+    """Serve one ``moveit_msgs/PositionIKRequest``-shaped request; never raises.
+
+    ``max_timeout`` (s, None = no cap) caps the search budget: the request's ``timeout``, or the
+    group's ``kinematics_solver_timeout`` when the request's is 0.
+    """
     group = ik_request.group_name
     solver = solvers.get(group)
     if solver is None:
@@ -124,6 +129,8 @@ def solve_position_ik(solvers: Mapping[str, GroupIK], ik_request) -> PositionIKA
     timeout = _seconds(ik_request.timeout)
     if timeout <= 0:
         timeout = solver.config.timeout
+    if max_timeout is not None:
+        timeout = min(timeout, max_timeout)
     result = target.search_position_ik([by_link[t] for t in target.get_link_names()],
                                        [given[n] for n in target.get_joint_names()], timeout=timeout)
     if result.solution is None:

@@ -74,6 +74,9 @@ COMMAND_TYPES = ("joint_state", "joint_trajectory", "float64_multi_array")
 #: by a few planner threads); the most a user may configure, a bound on the memory it may take.
 DEFAULT_SERVICE_QUEUE_DEPTH = 1000
 MAX_SERVICE_QUEUE_DEPTH = 100_000
+#: s, default of moveit.max_timeout: far above MoveIt's budgets (kinematics_solver_timeout 5 ms), far
+#: below a request's 3600 s that would hold the node's one thread (and its shutdown) for an hour.
+MOVEIT_MAX_TIMEOUT = 1.0
 LOCAL_AXES_CHOICES = ("x_y", "tcp")  # +X/+Y (spec default) or full TCP convention +Z/+Y
 #: What each choice of ``end_effector.<name>.local_axes`` means, for logs and descriptions.
 LOCAL_AXES_WORDS = {"x_y": "TCP +X along direction, +Y along up",
@@ -170,6 +173,16 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "when moveit_msgs is installed; empty = no bridge", read_only=True),
     ParameterSpec("moveit.service_name", "string", "", "GetPositionIK service name; empty = the "
                   "groups' kinematics_solver_service_name (MoveIt's default solve_ik)", read_only=True),
+    ParameterSpec("robot_description_semantic", "string", "", "SRDF XML (MoveIt's parameter): the "
+                  "chains (base and tip links) of the moveit.kinematics_yaml groups that do not name "
+                  "direction_up_ik.base_frame / tip_frames; wins over moveit.srdf_path", read_only=True),
+    ParameterSpec("moveit.srdf_path", "string", "", "path of an SRDF file, used like "
+                  "robot_description_semantic", read_only=True),
+    ParameterSpec("moveit.max_timeout", "double", MOVEIT_MAX_TIMEOUT, "seconds; cap of a GetPositionIK "
+                  "request's search budget (its timeout, or the group's kinematics_solver_timeout when "
+                  "it sends 0, as srv_kinematics_plugin does). The node answers one request at a time "
+                  "and stops on SIGINT after the running one, so this also bounds both waits",
+                  min_value=0.001, max_value=60.0),
     ParameterSpec("command.type", "string", "joint_state", "published command message: "
                   + ", ".join(COMMAND_TYPES), read_only=True),
     ParameterSpec("command.topic", "string", "~/joint_command", "topic of the joint command",
@@ -257,6 +270,9 @@ class NodeConfig:
     search_solver: SolverSettings  # solver.* with search.<SEARCH_SOLVER_FIELDS>: the search's local solves
     moveit_kinematics_yaml: str
     moveit_service_name: str
+    robot_description_semantic: str = ""
+    moveit_srdf_path: str = ""
+    moveit_max_timeout: float = MOVEIT_MAX_TIMEOUT
 
 
 def default_end_effector_names(values: Mapping[str, Any]) -> Tuple[str, ...]:
@@ -426,6 +442,10 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     _check_range("markers.rate_hz", rate)
     ints["limits.max_seeds"] = _check_range("limits.max_seeds", _number(values, "limits.max_seeds"))
     ints["service_queue_depth"] = _check_range("service_queue_depth", _number(values, "service_queue_depth"))
+    max_timeout = _number(values, "moveit.max_timeout")
+    if not math.isfinite(max_timeout):
+        raise ConfigError("moveit.max_timeout", "must be finite")
+    _check_range("moveit.max_timeout", max_timeout)
     solver, search_solver, search = settings_from_values(values)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
@@ -440,7 +460,9 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         markers_enabled=bool(get("markers.enabled")), markers_namespace=namespace, markers_rate_hz=rate,
         max_seeds=ints["limits.max_seeds"], search=search, search_solver=search_solver,
         moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
-        moveit_service_name=get("moveit.service_name"))
+        moveit_service_name=get("moveit.service_name"),
+        robot_description_semantic=get("robot_description_semantic"), moveit_srdf_path=get("moveit.srdf_path"),
+        moveit_max_timeout=max_timeout)
 
 
 def load_robot_model(config: NodeConfig):
@@ -506,12 +528,21 @@ def load_group_solvers(config: NodeConfig):
     if not config.moveit_kinematics_yaml:
         return {}
     from ..groups import KinematicsYamlError, load_kinematics_yaml, make_group_solvers
+    from ..groups.srdf import SrdfError
 
+    srdf = config.robot_description_semantic or None
+    if srdf is None and config.moveit_srdf_path:
+        if not pathlib.Path(config.moveit_srdf_path).is_file():
+            raise ConfigError("moveit.srdf_path", f"file '{config.moveit_srdf_path}' not found")
+        srdf = config.moveit_srdf_path
     try:
         if not pathlib.Path(config.moveit_kinematics_yaml).is_file():
             raise KinematicsYamlError(f"file '{config.moveit_kinematics_yaml}' not found")
         groups = load_kinematics_yaml(config.moveit_kinematics_yaml)
-        return make_group_solvers(robot_description_text(config), groups)
+        return make_group_solvers(robot_description_text(config), groups, srdf)
+    except SrdfError as exc:
+        raise ConfigError("robot_description_semantic" if config.robot_description_semantic
+                          else "moveit.srdf_path", str(exc)) from None
     except DirectionUpIKError as exc:
         raise ConfigError("moveit.kinematics_yaml", str(exc)) from None
 

@@ -357,11 +357,16 @@ class DirectionUpIKNode(Node):
         self.get_logger().info(f"serving moveit_msgs/GetPositionIK on '{name}' for groups {groups}")
 
     def _on_get_position_ik(self, request, response):
+        """One GetPositionIK request (groups/position_ik.py has the message rules); its budget is
+        capped by moveit.max_timeout. ``avoid_collisions`` is ignored: no collision checking yet."""
         with self._solve_lock:
-            answer = solve_position_ik(self._group_solvers, request.ik_request)
+            answer = solve_position_ik(self._group_solvers, request.ik_request,
+                                       max_timeout=self._config.moveit_max_timeout)
         response.solution.joint_state.name = answer.joint_names
         response.solution.joint_state.position = [float(v) for v in answer.positions]
         response.error_code.val = int(answer.error_code)
+        if hasattr(response.error_code, "message"):  # moveit_msgs >= 2.3
+            response.error_code.message = answer.message
         return response
 
     # ------------------------------------------------------------- output

@@ -69,8 +69,13 @@ def request(group, names, positions, pose, link, timeout=0.0):
 
 
 def _model(solver, robot):
-    """The group's model (base -> tips), built independently of the solver."""
-    return RobotKinematics.from_urdf(_urdf(robot), list(solver.get_link_names()),
+    """The group's model (base -> tips with their TCP offsets), built independently of the solver."""
+    config = solver.config
+    offsets = []
+    for tip in solver.get_link_names():
+        offset = config.tcp_offset(tip)
+        offsets.append(np.eye(4) if offset is None else make_transform(rpy_to_matrix(offset[1]), offset[0]))
+    return RobotKinematics.from_urdf(_urdf(robot), list(solver.get_link_names()), offsets,
                                      root_link=solver.get_base_frame())
 
 
@@ -221,3 +226,19 @@ def test_unreachable_targets_answer_no_ik_solution_far_ones_at_once():
     answer = solve_position_ik(solvers, request("panda_arm", names, seed, near, "panda_hand", timeout=0.05))
     assert answer.error_code == MoveItErrorCode.NO_IK_SOLUTION and "time budget ran out" in answer.message
     assert solver.search_position_ik(near, seed, timeout=0.05).error_code == MoveItErrorCode.NO_IK_SOLUTION
+
+
+# --------------------------------------------------------------------------- 4. timeouts
+def test_a_request_s_timeout_is_capped():
+    """3600 s asked for an unreachable pose within the reach bound: max_timeout ends it (the 60 s
+    only catches a hang; uncapped, the call would search for an hour)."""
+    solvers = _solvers("panda_like")
+    solver = solvers["panda_arm"]
+    lower, upper = solver.joint_limits()
+    near = Pose()
+    near.position.x, near.orientation.w = 0.97 * float(solver.reach_bounds()[0]), 1.0
+    t0 = time.perf_counter()
+    answer = solve_position_ik(solvers, request("panda_arm", solver.get_joint_names(), (lower + upper) / 2, near,
+                                                "panda_hand", timeout=3600.0), max_timeout=0.2)
+    assert answer.error_code == MoveItErrorCode.NO_IK_SOLUTION
+    assert time.perf_counter() - t0 < 60.0
