@@ -126,6 +126,7 @@ class GroupIK:
         self._reach = robot.tcp_reach_bounds()
         self._description = robot_description
         self._link_solvers = {}
+        self._chain = None  # chain_links(), parsed on first use
         self.error = ""
         self._warm_up()
         return True
@@ -172,7 +173,9 @@ class GroupIK:
         from ``base_frame`` to the tip (base first); () for a group of several tips."""
         if self._robot is None or len(self._tips) != 1:
             return ()
-        return chain_links(self._description, self._base, self._tips[0]) or ()
+        if self._chain is None:  # (parses the URDF: once)
+            self._chain = chain_links(self._description, self._base, self._tips[0]) or ()
+        return self._chain
 
     def solver_for(self, links: Sequence[str]):
         """(solver, "") of IK for ``links``: this group when they are its tips (any order); for a
