@@ -508,6 +508,27 @@ def test_multi_seed_search_from_request_fields_and_parameters(ros):
     assert not node.set_param("search.time_budget", -1.0).successful
 
 
+def test_a_default_request_gets_the_search_s_success(ros):
+    """A planner that sends ~/solve requests with default overrides: the node searches (4 seeds,
+    0.1 s), so random reachable targets are solved from a stretched start where the spec's
+    single start fails on many (issue 23, item 5)."""
+    node = ros.start_node("panda_like")
+    model = node.model = load_robot("panda_like")
+    node.start = mid_range(model)
+    node.publish_full_state(node.start)
+    rng = np.random.default_rng(23)
+    goals = rng.uniform(model.lower_limits, model.upper_limits, size=(60, model.num_dofs))
+    solved = {"default": 0, "spec": 0}
+    for goal in goals:
+        for mode, seeds in (("default", 0), ("spec", -1)):
+            req = request(candidate_at(model, goal, node.ee_names))
+            req.overrides.num_seeds = seeds
+            response = node.solve(req)
+            assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION), response.message
+            solved[mode] += response.success
+    assert solved["default"] >= 59 and solved["spec"] < 50, solved
+
+
 def _panda_and_a_reachable_goal(ros):
     """A panda node at mid-range, a goal state reachable from there, and
     ``solve(**overrides)``: that goal's result through ``~/solve``."""
