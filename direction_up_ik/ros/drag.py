@@ -326,6 +326,7 @@ class DragMarkers:
         with self._lock:
             request = SolveDirectionUpIK.Request(publish=self.publishing)
             request.candidates = [self._candidate(config)]
+            request.overrides.num_seeds = -1  # a local solve, as ~/target streams (node.STREAMING_SEEDS)
         response = self._solve_fn(request, SolveDirectionUpIK.Response())
         self.solve_count += 1
         self.last_response = response

@@ -60,6 +60,10 @@ _TYPES = {
     "string_array": ParameterType.PARAMETER_STRING_ARRAY,
     "double_array": ParameterType.PARAMETER_DOUBLE_ARRAY,
 }
+#: ``overrides.num_seeds`` of ``~/target`` and marker drags: the spec's single start, a local solve
+#: from the current state. A seed's answer can lie far from the current pose, a joint jump in a
+#: teleoperated stream; the search is ``~/solve``'s default.
+STREAMING_SEEDS = -1
 #: While the compiled kernels are still being prepared the numpy reference answers, tens of
 #: times slower: a search's time budget is this many times longer then (SolveDirectionUpIK.srv).
 NUMPY_BUDGET_SCALE = 20.0
@@ -246,6 +250,7 @@ class DirectionUpIKNode(Node):
         request = SolveDirectionUpIK.Request()
         request.candidates = [msg]
         request.publish = self._config.publish_streaming
+        request.overrides.num_seeds = STREAMING_SEEDS
         response = self.solve(request, SolveDirectionUpIK.Response())
         if response.error_code not in (Response.SUCCESS, Response.NO_SOLUTION):
             self.get_logger().warning(f"~/target rejected: {response.message}",

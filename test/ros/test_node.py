@@ -529,6 +529,30 @@ def test_a_default_request_gets_the_search_s_success(ros):
     assert solved["default"] >= 59 and solved["spec"] < 50, solved
 
 
+def test_streamed_targets_and_marker_drags_solve_locally(ros):
+    """~/target and marker drags ask for the spec's single start (num_seeds -1): a local solve
+    from the current state, never a seed's far answer (a joint jump in a teleoperated stream);
+    a target only the search reaches publishes nothing there."""
+    node = ros.start_node("dual_arm_torso")
+    model = node.model = load_robot("dual_arm_torso")
+    node.start = mid_range(model)
+    node.publish_full_state(node.start)
+    seen = []
+    real = node.node.solve
+
+    def spy(request, response):
+        seen.append(request.overrides.num_seeds)
+        return real(request, response)
+    node.node.solve = spy
+    node.node._on_target(candidate_at(model, clip(model, node.start + 0.05), node.ee_names))
+    assert node.node.markers is not None  # markers.enabled in config/dual_arm_torso.yaml
+    # (the markers are placed at the TCPs once the joint state has arrived)
+    wait_until(lambda: "left" in node.node.markers._targets, 60.0, "the markers to be placed")
+    node.node.markers._solve_fn = spy
+    node.node.markers._solve({"left"})
+    assert seen == [-1, -1]
+
+
 def _panda_and_a_reachable_goal(ros):
     """A panda node at mid-range, a goal state reachable from there, and
     ``solve(**overrides)``: that goal's result through ``~/solve``."""
@@ -697,9 +721,11 @@ def test_local_axes_configured_follows_the_end_effector_parameter(ros):
     pose = model.tcp_transforms(goal)[0]
 
     def solve(local_axes):
-        # Direction = TCP +Z column, up = +Y column of the goal pose, whatever the axes.
-        response = node.solve(request(DirectionUpCandidate(
-            targets=[target_msg("tool", pose, local_axes=local_axes, axes=(2, 1))])))
+        # Direction = TCP +Z column, up = +Y column of the goal pose, whatever the axes. The
+        # spec's single start: a timed search's failure depends on the rounds it had time for.
+        req = request(DirectionUpCandidate(targets=[target_msg("tool", pose, local_axes=local_axes, axes=(2, 1))]))
+        req.overrides.num_seeds = -1
+        response = node.solve(req)
         assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION), response.message
         return response.results[0]
 
