@@ -283,7 +283,7 @@ class Judge:
         self.upper = np.asarray(self.model.upper_limits, dtype=np.float64)
         self.ee_names = list(params["end_effectors"])
         self.ee_links = [params[f"end_effector.{n}.link"] for n in self.ee_names]
-        self.ee_axes = {n: params.get(f"end_effector.{n}.local_axes", "tcp") for n in self.ee_names}
+        self.ee_axes = {n: params.get(f"end_effector.{n}.local_axes", "x_y") for n in self.ee_names}  # the default
         self.tcp = [make_transform(rpy_to_matrix(params[f"end_effector.{n}.tcp_rpy"]),
                                    params[f"end_effector.{n}.tcp_xyz"]) for n in self.ee_names]
         assert list(self.model.end_effector_links) == self.ee_links, "config and bundled robot differ"

@@ -353,7 +353,7 @@ class DragMarkers:
     def _interactive_marker(self, target: EndEffectorTarget) -> InteractiveMarker:
         """The full interactive marker of ``target`` (call with the lock held)."""
         local_axes = next((e.local_axes for e in self._config().end_effectors if e.name == target.name),
-                          "tcp")
+                          "x_y")
         marker = InteractiveMarker(name=target.name, description=f"{target.name} ({target.mode})",
                                    scale=MARKER_SCALE, pose=matrix_to_pose(target.pose))
         marker.header.frame_id = self._frame  # stamp 0: frame-locked
