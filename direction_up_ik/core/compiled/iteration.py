@@ -23,7 +23,7 @@ from .layout import (CONVERGED, MAX_ITERS, NO_ACCEPTABLE_STEP, NO_ACTIVE_JOINTS,
 from .numba_support import CLOCK, clock_ns, jitable, njit_cached
 from .residuals import evaluate_inlined, evaluate_row, max_position_error, meets_tolerances
 from .step import limited_dls_step, step_damping, to_float32_in_limits
-from .vector_math import all_finite, all_finite2, copy1, copy2, pairwise_sum, sum_of_squares
+from .vector_math import all_finite, all_finite2, copy1, copy2, nearest_turns, pairwise_sum, sum_of_squares
 
 
 #: Rows per block of :func:`solve_rows`, whose scratch is allocated for one block (a few
@@ -197,8 +197,7 @@ def nearest_turn(b, w, model, targets, config, state, work):
         i = config.turn_joints[p]
         d = config.active[i]
         lo, hi = config.lower[i], config.upper[i]
-        turns = min(max(np.rint((config.q_initial[d] - q[d]) / TURN), np.ceil((lo - q[d]) / TURN)),
-                    np.floor((hi - q[d]) / TURN))
+        turns = nearest_turns(q[d], config.q_initial[d], lo, hi)
         if turns != 0.0:
             trial[d] = q[d] + TURN * turns
             moved = True

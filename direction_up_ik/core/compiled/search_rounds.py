@@ -14,7 +14,7 @@ from .iteration import BLOCK_ROWS, alloc_work, solve_rows
 from .layout import SUPERSEDED, TURN, Leaves, Model, Scan, Search, State, Targets, Config
 from .numba_support import CLOCK, clock_ns, jitable, njit_cached
 from .seed_scan import nearest_into
-from .vector_math import copy1, copy2, pairwise_sum
+from .vector_math import copy1, copy2, nearest_turns, pairwise_sum
 
 
 @jitable
@@ -69,9 +69,7 @@ def seed_rows(targets, search, seed_state, seed_targets, c, base, first, need, s
         for p in range(search.periodic.shape[0]):
             col, lo, hi = search.periodic[p], search.periodic_lo[p], search.periodic_hi[p]
             q = seed_state.q[row, col]
-            turns = min(max(np.rint((search.anchor[col] - q) / TURN), np.ceil((lo - q) / TURN)),
-                        np.floor((hi - q) / TURN))
-            seed_state.q[row, col] = min(max(q + TURN * turns, lo), hi)
+            seed_state.q[row, col] = min(max(q + TURN * nearest_turns(q, search.anchor[col], lo, hi), lo), hi)
         for e in range(targets.position.shape[1]):
             for j in range(3):
                 seed_targets.position[row, e, j] = targets.position[c, e, j]

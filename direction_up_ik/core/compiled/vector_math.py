@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from .layout import TURN
 from .numba_support import jitable, stack_array
 
 
@@ -277,3 +278,10 @@ def copy2(dst, src):
     for i in range(src.shape[0]):
         for j in range(src.shape[1]):
             dst[i, j] = src[i, j]
+
+
+@jitable(inline="always")
+def nearest_turns(q, toward, lo, hi):
+    """Whole turns (a float) that bring angle ``q`` nearest ``toward`` with ``q + TURN * turns``
+    in [``lo``, ``hi``], ties to the even count (``core.problem.nearest_turns``)."""
+    return min(max(np.rint((toward - q) / TURN), np.ceil((lo - q) / TURN)), np.floor((hi - q) / TURN))
