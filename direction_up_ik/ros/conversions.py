@@ -185,6 +185,34 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
     return response
 
 
+def _search_override(overrides, name: str, *, off: bool, ranged: bool = True):
+    """``overrides.<name>`` of a search option: 0 (the node's ``search.<name>``), -1 (off, where
+    ``off``) or a positive value, within the parameter's range where ``ranged``.
+
+    Raises:
+        RequestError(INVALID_REQUEST): any other value.
+    """
+    value = getattr(overrides, name)
+    if not (math.isfinite(value) and (value >= 0 or (off and value == -1))):
+        words = ", -1 = off" if off else ""
+        raise RequestError(Response.INVALID_REQUEST, f"overrides.{name}: must be 0 (the node's "
+                                                     f"search.{name}){words} or a positive value, got {value}")
+    if value > 0 and ranged:
+        _check_parameter_range(f"overrides.{name}", f"search.{name}", value)
+    return value
+
+
+def streaming_request(candidate, publish: bool):
+    """The SolveDirectionUpIK request of a streamed target (``~/target``, a marker drag): the
+    spec's single start (``num_seeds`` -1), a local solve from the current state. A seed's
+    answer can lie far from the current pose, a joint jump in a teleoperated stream; the
+    search is ``~/solve``'s default."""
+    request = SolveDirectionUpIK.Request(publish=publish)
+    request.candidates = [candidate]
+    request.overrides.num_seeds = -1
+    return request
+
+
 def search_options(config, overrides):
     """Keyword arguments of ``search_problem`` for a request, or None for the spec's single start.
 
@@ -198,14 +226,9 @@ def search_options(config, overrides):
             ``limits.max_seeds``.
     """
     search = config.search
-    seeds, rounds, budget = int(overrides.num_seeds), int(overrides.max_rounds), float(overrides.time_budget)
-    for name, value in (("num_seeds", seeds), ("max_rounds", rounds), ("time_budget", budget)):
-        if not (math.isfinite(value) and (value >= 0 or value == -1)) or (name == "max_rounds" and value < 0):
-            off = "" if name == "max_rounds" else ", -1 = off"
-            raise RequestError(Response.INVALID_REQUEST, f"overrides.{name}: must be 0 (the node's "
-                                                         f"search.{name}){off} or a positive value, got {value}")
-        if value > 0 and name != "num_seeds":  # too many seeds: REQUEST_TOO_LARGE, below
-            _check_parameter_range(f"overrides.{name}", f"search.{name}", value)
+    seeds = _search_override(overrides, "num_seeds", off=True, ranged=False)  # too many: below
+    rounds = _search_override(overrides, "max_rounds", off=False)
+    budget = _search_override(overrides, "time_budget", off=True)
     num_seeds = 0 if seeds == -1 else (seeds or search.num_seeds)
     if num_seeds > config.max_seeds:
         source = "overrides.num_seeds" if seeds else "search.num_seeds"

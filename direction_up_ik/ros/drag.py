@@ -49,6 +49,7 @@ from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from .config import NodeConfig
+from .conversions import streaming_request
 from .interactive_markers import (POSE_EVENTS, InteractiveMarkerServer, matrix_to_pose,
                                   pose_to_matrix)
 
@@ -324,9 +325,7 @@ class DragMarkers:
     def _solve(self, dragged: Set[str]) -> None:
         config = self._config()
         with self._lock:
-            request = SolveDirectionUpIK.Request(publish=self.publishing)
-            request.candidates = [self._candidate(config)]
-            request.overrides.num_seeds = -1  # a local solve, as ~/target streams (node.STREAMING_SEEDS)
+            request = streaming_request(self._candidate(config), self.publishing)
         response = self._solve_fn(request, SolveDirectionUpIK.Response())
         self.solve_count += 1
         self.last_response = response

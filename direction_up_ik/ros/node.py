@@ -46,7 +46,7 @@ from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, Para
                      bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
                      load_group_solvers, load_robot_model)
-from .conversions import (RequestError, fill_response, search_options, settings_with_overrides,
+from .conversions import (RequestError, fill_response, search_options, settings_with_overrides, streaming_request,
                           targets_from_candidates)
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
@@ -60,10 +60,6 @@ _TYPES = {
     "string_array": ParameterType.PARAMETER_STRING_ARRAY,
     "double_array": ParameterType.PARAMETER_DOUBLE_ARRAY,
 }
-#: ``overrides.num_seeds`` of ``~/target`` and marker drags: the spec's single start, a local solve
-#: from the current state. A seed's answer can lie far from the current pose, a joint jump in a
-#: teleoperated stream; the search is ``~/solve``'s default.
-STREAMING_SEEDS = -1
 #: While the compiled kernels are still being prepared the numpy reference answers, tens of
 #: times slower: a search's time budget is this many times longer then (SolveDirectionUpIK.srv).
 NUMPY_BUDGET_SCALE = 20.0
@@ -247,10 +243,7 @@ class DirectionUpIKNode(Node):
         return self.solve(request, response)
 
     def _on_target(self, msg: DirectionUpCandidate) -> None:
-        request = SolveDirectionUpIK.Request()
-        request.candidates = [msg]
-        request.publish = self._config.publish_streaming
-        request.overrides.num_seeds = STREAMING_SEEDS
+        request = streaming_request(msg, self._config.publish_streaming)
         response = self.solve(request, SolveDirectionUpIK.Response())
         if response.error_code not in (Response.SUCCESS, Response.NO_SOLUTION):
             self.get_logger().warning(f"~/target rejected: {response.message}",
