@@ -560,15 +560,15 @@ def example_layouts(robot: RobotKinematics) -> list:
     tcp = robot.tcp_transforms(robot.joint_q[None])[0]
     count = robot.num_end_effectors
     groups = [(e,) for e in range(count)] + ([tuple(range(count))] if count > 1 else [])
+    # (column of the TCP rotation along Direction, local axes): +Z/+Y (TCP) and +X/+Y (default)
+    conventions = ((2, (None, None)), (0, ()))
+    kinds = [(conventions[0], "position")] + [(c, m) for c in conventions for m in ("full", "axis")]
     layouts = []
     for ees in groups:
-        for mode in ("full", "axis", "position"):
-            for axes in ((2, 1), (0, 1)) if mode != "position" else ((2, 1),):
-                local = (None, None) if axes == (2, 1) else ()
-                layouts.append([tuple(
-                    DirectionUpTarget(e, tcp[e, :3, 3], tcp[e, :3, axes[0]] if mode != "position" else None,
-                                      tcp[e, :3, axes[1]] if mode == "full" else None, *local)
-                    for e in ees)])
+        for (column, local), mode in kinds:
+            layouts.append([tuple(DirectionUpTarget(
+                e, tcp[e, :3, 3], None if mode == "position" else tcp[e, :3, column],
+                tcp[e, :3, 1] if mode == "full" else None, *local) for e in ees)])
     return layouts
 
 

@@ -375,13 +375,14 @@ class ReferenceSolver:
         columns = self.active[self.problem.turn_joints]
         if len(columns) == 0 or len(solved) == 0:
             return
-        old = q[np.ix_(solved, columns)]
-        turns = nearest_turns(old, self.problem.q_initial[columns], self.lower[columns], self.upper[columns])
-        rows = solved[np.any(turns != 0, axis=1)]
+        turns = nearest_turns(q[np.ix_(solved, columns)], self.problem.q_initial[columns], self.lower[columns],
+                              self.upper[columns])
+        turning = np.any(turns != 0, axis=1)
+        rows = solved[turning]
         if len(rows) == 0:
             return
         moved = q[rows].copy()
-        moved[:, columns] += TURN * turns[np.any(turns != 0, axis=1)]
+        moved[:, columns] += TURN * turns[turning]
         moved = self.to_float32_in_limits(moved)
         r, pe, de, ue = self.evaluate(moved, rows)
         keep = np.all(np.isfinite(r), axis=-1) & self.meets_tolerances(pe, de, ue, rows)
