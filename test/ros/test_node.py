@@ -472,12 +472,18 @@ def test_live_parameter_updates_apply_to_the_next_solve(ros):
     assert response.error_code == Response.SUCCESS and response.results[0].iterations > 1
 
 
-def test_multi_seed_search_from_request_fields_and_parameters(ros):
-    """num_seeds in the request (or search.num_seeds) solves targets the single start misses."""
+def _panda_at_mid_range(ros):
+    """A panda_like node (its config file) whose joint state is the middle of the limits."""
     node = ros.start_node("panda_like")
     model = node.model = load_robot("panda_like")
     node.start = mid_range(model)
     node.publish_full_state(node.start)
+    return node, model
+
+
+def test_multi_seed_search_from_request_fields_and_parameters(ros):
+    """num_seeds in the request (or search.num_seeds) solves targets the single start misses."""
+    node, model = _panda_at_mid_range(ros)
     rng = np.random.default_rng(5)
     goals = rng.uniform(model.lower_limits, model.upper_limits, size=(12, model.num_dofs))
     candidates = [candidate_at(model, g, node.ee_names) for g in goals]
@@ -512,10 +518,7 @@ def test_a_default_request_gets_the_search_s_success(ros):
     """A planner that sends ~/solve requests with default overrides: the node searches (4 seeds,
     0.1 s), so random reachable targets are solved from a stretched start where the spec's
     single start fails on many (issue 23, item 5)."""
-    node = ros.start_node("panda_like")
-    model = node.model = load_robot("panda_like")
-    node.start = mid_range(model)
-    node.publish_full_state(node.start)
+    node, model = _panda_at_mid_range(ros)
     rng = np.random.default_rng(23)
     goals = rng.uniform(model.lower_limits, model.upper_limits, size=(60, model.num_dofs))
     solved = {"default": 0, "spec": 0}
@@ -556,10 +559,7 @@ def test_streamed_targets_and_marker_drags_solve_locally(ros):
 def _panda_and_a_reachable_goal(ros):
     """A panda node at mid-range, a goal state reachable from there, and
     ``solve(**overrides)``: that goal's result through ``~/solve``."""
-    node = ros.start_node("panda_like")
-    model = node.model = load_robot("panda_like")
-    node.start = mid_range(model)
-    node.publish_full_state(node.start)
+    node, model = _panda_at_mid_range(ros)
     goal = np.clip(node.start + np.linspace(-0.6, 0.6, model.num_dofs), model.lower_limits, model.upper_limits)
 
     def solve(**overrides):
@@ -713,10 +713,7 @@ def test_read_only_parameter_cannot_change_in_process(dual):
 
 
 def test_local_axes_configured_follows_the_end_effector_parameter(ros):
-    node = ros.start_node("panda_like")
-    model = node.model = load_robot("panda_like")
-    node.start = mid_range(model)
-    node.publish_full_state(node.start)
+    node, model = _panda_at_mid_range(ros)
     goal = clip(model, node.start + 0.2)
     pose = model.tcp_transforms(goal)[0]
 
