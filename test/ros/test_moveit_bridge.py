@@ -74,6 +74,8 @@ def test_srdf_and_timeout_cap_parameters_are_checked(ros_context, tmp_path):
     assert config_from_values({"moveit.max_timeout": 2.0}).moveit_max_timeout == 2.0
     with pytest.raises(ConfigError, match="moveit.max_timeout"):
         config_from_values({"moveit.max_timeout": 3600.0})
+    with pytest.raises(ConfigError, match="moveit.max_timeout.*must be finite"):
+        config_from_values({"moveit.max_timeout": float("nan")})
     kinematics = tmp_path / "kinematics.yaml"
     kinematics.write_text("panda_arm: {}\n")
     for params, parameter in (([], "moveit.kinematics_yaml"),  # no SRDF, no base/tips

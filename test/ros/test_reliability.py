@@ -482,6 +482,31 @@ def test_overrides_beyond_their_parameters_range_are_rejected(default_node, fiel
     assert node_s < NODE_CHECK_S, node_s  # rejected before the search, not after it
 
 
+def test_while_the_kernels_are_prepared_a_search_gets_a_longer_budget(default_node, monkeypatch):
+    """Until the compiled kernels are ready the numpy reference answers, far slower: the node
+    stretches a search's budget NUMPY_BUDGET_SCALE-fold (capped at the 3600 s range); the spec's
+    single start has no budget to stretch."""
+    import direction_up_ik.ros.node as node_module
+    budgets = []
+    real = node_module.search_problem
+
+    def spy(problem, **options):
+        budgets.append(options["time_budget"])
+        return real(problem, **options)
+    monkeypatch.setattr(node_module, "search_problem", spy)
+    node = default_node
+    req = reach_request(node.model, near(node.model, node.start, np.random.default_rng(1), 0.2), node.ee_names)
+    for state, budget, expected in ((node_module.KERNELS_READY, 0.05, 0.05),
+                                    (node_module.KERNELS_PREPARING, 0.05, 0.05 * node_module.NUMPY_BUDGET_SCALE),
+                                    (node_module.KERNELS_PREPARING, 3000.0, 3600.0)):
+        monkeypatch.setattr(node_module, "kernel_state", lambda state=state: state)
+        req.overrides.time_budget = budget
+        response = node.solve(req)
+        assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION), response.message
+        assert budgets[-1] == pytest.approx(expected)
+    assert len(budgets) == 3
+
+
 def test_a_singular_system_is_a_numerical_failure_not_an_internal_error(default_node, monkeypatch):
     """The core's damped least squares can raise numpy's LinAlgError (e.g. overrides.damping =
     5e-324): the node answers NUMERICAL_FAILURE with a reason."""
