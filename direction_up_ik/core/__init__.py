@@ -17,6 +17,7 @@ from .result import IKBatchResult
 from .search import SearchResult, robo_search_ik_direction_up, search_problem, warm_up_search
 from .settings import SearchSettings, SolverSettings
 from .targets import DirectionUpTarget
+from .xacro_files import xacro_to_urdf
 
 __all__ = [
     "CandidateStructureError", "DirectionUpIKError", "DirectionUpTarget",
@@ -25,5 +26,5 @@ __all__ = [
     "NumericalFailure", "RobotKinematics", "RobotModelError", "SearchResult", "SearchSettings",
     "SolverSettings", "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
     "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem", "warm_up_backend",
-    "warm_up_search",
+    "warm_up_search", "xacro_to_urdf",
 ]

@@ -21,6 +21,7 @@ import numpy as np
 from .errors import InputValidationError, RobotModelError
 from .rotations import make_transform, rpy_to_matrix, skew
 from .urdf_loader import UrdfKinematics, parse_urdf
+from .xacro_files import is_xacro_path, xacro_to_urdf
 
 _REVOLUTE = 0
 _PRISMATIC = 1
@@ -157,21 +158,30 @@ class RobotKinematics:
     @classmethod
     def from_urdf(cls, urdf, end_effector_links: Sequence[str],
                   end_effector_local_xforms=None, root_link: Optional[str] = None,
-                  root_world_xform=None) -> "RobotKinematics":
-        """Build a model from a URDF file path or XML string.
+                  root_world_xform=None, xacro_args=None) -> "RobotKinematics":
+        """Build a model from a URDF file path or XML string, or a xacro file.
 
         Args:
             urdf: path to a ``.urdf`` file, or the XML text itself (told apart by content:
-                text starting with '<' after a byte-order mark or whitespace is XML).
+                text starting with '<' after a byte-order mark or whitespace is XML), or
+                path to a ``.xacro`` file, expanded first (``core.xacro_files``).
             end_effector_links: link names; end effector ``ee_id`` is the index.
             end_effector_local_xforms: one (4, 4) link -> TCP transform per end
                 effector (metres); default identity.
             root_link: FK root; default the URDF's single root. Choosing an inner
                 link restricts the model to its sub-tree.
             root_world_xform: (4, 4) root link -> world; default identity.
+            xacro_args: arguments of a ``.xacro`` file, ``{name: value}`` or
+                ``["name:=value", ...]``; only with a xacro path.
         Raises:
-            RobotModelError: malformed URDF, unknown links, invalid transforms.
+            RobotModelError: malformed URDF, unknown links, invalid transforms, a xacro error
+                (naming the file and xacro's message).
+            InputValidationError: ``xacro_args`` malformed, or given without a xacro path.
         """
+        if is_xacro_path(urdf):
+            urdf = xacro_to_urdf(urdf, xacro_args)
+        elif xacro_args:
+            raise InputValidationError("xacro_args", "only applies to a .xacro file; urdf is not one")
         return cls(parse_urdf(urdf), end_effector_links, end_effector_local_xforms,
                    root_link, root_world_xform)
 
