@@ -35,7 +35,9 @@ import numpy as np
 from ..core.errors import DirectionUpIKError, InputValidationError
 from ..core.settings import (DEFAULT_MAX_POSITION_ERROR, NODE_SEARCH_DEFAULTS, SEARCH_SOLVER_DEFAULTS, Rule,
                              SearchSettings, SolverSettings, defaults as setting_defaults, rules)
+from ..core.xacro_files import is_xacro_path, parse_xacro_args
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
+from .streaming import START_FROM_CHOICES, step_limits
 
 
 class ConfigError(DirectionUpIKError, ValueError):
@@ -77,6 +79,9 @@ MAX_SERVICE_QUEUE_DEPTH = 100_000
 #: s, default of moveit.max_timeout: far above MoveIt's budgets (kinematics_solver_timeout 5 ms), far
 #: below a request's 3600 s that would hold the node's one thread (and its shutdown) for an hour.
 MOVEIT_MAX_TIMEOUT = 1.0
+#: rad (m) per command, default of streaming.max_joint_step: at 100 Hz teleop 10 rad/s, above
+#: the joint speed of arms (about 2-3 rad/s), far below a branch flip (most of a turn).
+DEFAULT_MAX_JOINT_STEP = 0.1
 LOCAL_AXES_CHOICES = ("x_y", "tcp")  # +X/+Y (spec default) or full TCP convention +Z/+Y
 #: What each choice of ``end_effector.<name>.local_axes`` means, for logs and descriptions.
 LOCAL_AXES_WORDS = {"x_y": "TCP +X along direction, +Y along up",
@@ -141,7 +146,16 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "robot_description and urdf_path are empty", read_only=True),
     ParameterSpec("robot_description", "string", "", "URDF XML of the robot (wins over urdf_path "
                   "and robot)", read_only=True),
-    ParameterSpec("urdf_path", "string", "", "path of a URDF file (wins over robot)", read_only=True),
+    ParameterSpec("robot_description_topic", "string", "", "std_msgs/String topic (transient local, "
+                  "as robot_state_publisher publishes /robot_description) the URDF comes from; the node "
+                  "waits for it, takes the first valid one and refuses later different ones (restart to "
+                  "change the model); wins over robot_description, urdf_path and robot. Empty = off",
+                  read_only=True),
+    ParameterSpec("urdf_path", "string", "", "path of a URDF file, or a .xacro file expanded with "
+                  "xacro_args (wins over robot)", read_only=True),
+    ParameterSpec("xacro_args", "string_array", [], "arguments of a .xacro urdf_path, 'name:=value' "
+                  "each (e.g. ur_type:=ur5e); $(find pkg) resolves through the ament index",
+                  read_only=True),
     ParameterSpec("root_link", "string", "", "FK root link and frame of targets; empty = the "
                   "URDF's root (bundled robot: its root link)", read_only=True),
     ParameterSpec("end_effectors", "string_array", [], "end-effector names in ee_id order; empty = "
@@ -193,6 +207,17 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "single joint_trajectory point", min_value=0.0, max_value=3600.0),
     ParameterSpec("command.publish_streaming", "bool", True, "publish the best solution of every "
                   "~/target message that succeeds"),
+    ParameterSpec("streaming.start_from", "string", "last_command", "where ~/target and marker "
+                  "solves start: " + ", ".join(START_FROM_CHOICES) + " (the last published command while "
+                  "it is at most streaming.last_command_timeout old, else the joint states; the "
+                  "markers: their last solution)"),
+    ParameterSpec("streaming.last_command_timeout", "double", 1.0, "seconds a published command stays "
+                  "the start of ~/target solves (joint states lag it while a stream runs); 0 = no "
+                  "limit", min_value=0.0, max_value=3600.0),
+    ParameterSpec("streaming.max_joint_step", "double_array", [DEFAULT_MAX_JOINT_STEP], "rad or m per "
+                  "command; a ~/target or marker solution moving a joint farther from its start is "
+                  "held (not published, counted, warned); one value for every joint or one per joint; "
+                  "each > 0, .inf = no limit"),
     ParameterSpec("markers.enabled", "bool", False, "serve RViz interactive markers to drag the "
                   "end-effector targets (solved live, command published on success) and publish "
                   "~/markers (visualization_msgs/MarkerArray: target vs current TCP)", read_only=True),
@@ -273,6 +298,17 @@ class NodeConfig:
     robot_description_semantic: str = ""
     moveit_srdf_path: str = ""
     moveit_max_timeout: float = MOVEIT_MAX_TIMEOUT
+    robot_description_topic: str = ""
+    xacro_args: Tuple[str, ...] = ()
+    streaming_start_from: str = "last_command"
+    streaming_last_command_timeout: float = 1.0
+    streaming_max_joint_step: Tuple[float, ...] = (DEFAULT_MAX_JOINT_STEP,)
+
+
+def _uses_bundled_robot(values: Mapping[str, Any]) -> bool:
+    """Whether the model is the bundled ``robot`` (no description, file or topic is set)."""
+    return not (values.get("robot_description") or values.get("urdf_path")
+                or values.get("robot_description_topic"))
 
 
 def default_end_effector_names(values: Mapping[str, Any]) -> Tuple[str, ...]:
@@ -280,7 +316,7 @@ def default_end_effector_names(values: Mapping[str, Any]) -> Tuple[str, ...]:
     names = tuple(values.get("end_effectors") or ())
     if names:
         return names
-    if not values.get("robot_description") and not values.get("urdf_path"):
+    if _uses_bundled_robot(values):
         robot = values.get("robot", DEFAULT_ROBOT)
         if robot in BUNDLED_ROBOTS:
             return tuple(e.name for e in BUNDLED_ROBOTS[robot].end_effectors)
@@ -289,7 +325,7 @@ def default_end_effector_names(values: Mapping[str, Any]) -> Tuple[str, ...]:
 
 def bundled_end_effector_defaults(values: Mapping[str, Any], name: str):
     """The bundled robot's EndEffectorSpec called ``name``, when the bundled robot is used."""
-    if values.get("robot_description") or values.get("urdf_path"):
+    if not _uses_bundled_robot(values):
         return None
     robot = BUNDLED_ROBOTS.get(values.get("robot", DEFAULT_ROBOT))
     if robot is None:
@@ -385,10 +421,19 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         return values.get(name, PARAMETER_BY_NAME[name].default)
 
     robot = get("robot")
-    if not get("robot_description") and not get("urdf_path"):
+    if _uses_bundled_robot(values):
         if robot not in BUNDLED_ROBOTS:
             raise ConfigError("robot", f"unknown bundled robot '{robot}'; choose one of "
-                                       f"{sorted(BUNDLED_ROBOTS)} or set robot_description / urdf_path")
+                                       f"{sorted(BUNDLED_ROBOTS)} or set robot_description / urdf_path / "
+                                       "robot_description_topic")
+    xacro_args = tuple(get("xacro_args") or ())
+    try:
+        parse_xacro_args(xacro_args)
+    except InputValidationError as exc:
+        raise ConfigError("xacro_args", f"{exc.field}: {exc.rule}") from None
+    if xacro_args and not is_xacro_path(get("urdf_path")):
+        raise ConfigError("xacro_args", f"only applies when urdf_path names a .xacro file, got urdf_path "
+                                        f"{get('urdf_path')!r}")
     names = default_end_effector_names(values)
     if not names:
         raise ConfigError("end_effectors", "at least one end effector is required")
@@ -447,6 +492,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         raise ConfigError("moveit.max_timeout", "must be finite")
     _check_range("moveit.max_timeout", max_timeout)
     solver, search_solver, search = settings_from_values(values)
+    streaming = _streaming_values(values)
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
@@ -462,20 +508,50 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         moveit_kinematics_yaml=get("moveit.kinematics_yaml"),
         moveit_service_name=get("moveit.service_name"),
         robot_description_semantic=get("robot_description_semantic"), moveit_srdf_path=get("moveit.srdf_path"),
-        moveit_max_timeout=max_timeout)
+        moveit_max_timeout=max_timeout, robot_description_topic=get("robot_description_topic"),
+        xacro_args=xacro_args, **streaming)
 
 
-def load_robot_model(config: NodeConfig):
+def _streaming_values(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ``streaming.*`` fields of NodeConfig (the step limits' length is checked against the
+    model by :func:`load_robot_model` and the node)."""
+    start_from = values.get("streaming.start_from", PARAMETER_BY_NAME["streaming.start_from"].default)
+    if start_from not in START_FROM_CHOICES:
+        raise ConfigError("streaming.start_from", f"must be one of {list(START_FROM_CHOICES)}, got {start_from!r}")
+    timeout = _number(values, "streaming.last_command_timeout")
+    if not math.isfinite(timeout):
+        raise ConfigError("streaming.last_command_timeout", "must be finite (0 = no limit)")
+    _check_range("streaming.last_command_timeout", timeout)
+    steps = values.get("streaming.max_joint_step", PARAMETER_BY_NAME["streaming.max_joint_step"].default)
+    try:
+        steps = tuple(float(v) for v in steps)
+    except (TypeError, ValueError):
+        raise ConfigError("streaming.max_joint_step", f"must be numbers, got {steps!r}") from None
+    if not steps or not all(v > 0.0 for v in steps):  # NaN fails too
+        raise ConfigError("streaming.max_joint_step", f"needs one or more values > 0 (.inf = no limit), "
+                                                      f"got {list(steps)}")
+    return {"streaming_start_from": start_from, "streaming_last_command_timeout": timeout,
+            "streaming_max_joint_step": steps}
+
+
+def load_robot_model(config: NodeConfig, description: Optional[str] = None):
     """Build the RobotKinematics the configuration describes and check names against it.
 
+    Args:
+        description: URDF XML received on ``robot_description_topic`` (wins over the rest).
     Raises:
-        ConfigError: unreadable URDF, unknown links or joints in the parameters.
+        ConfigError: unreadable URDF (a xacro error: its file and message), unknown links or
+            joints in the parameters.
     """
     from ..core.errors import RobotModelError
     from ..core.kinematics import RobotKinematics
     from ..core.rotations import make_transform, rpy_to_matrix
 
-    if config.robot_description:
+    if description is not None:
+        source, parameter = description, "robot_description_topic"
+        if not description.strip():
+            raise ConfigError(parameter, "received an empty robot description")
+    elif config.robot_description:
         source, parameter = config.robot_description, "robot_description"
     elif config.urdf_path:
         source, parameter = config.urdf_path, "urdf_path"
@@ -487,7 +563,7 @@ def load_robot_model(config: NodeConfig):
         model = RobotKinematics.from_urdf(
             source, [e.link for e in config.end_effectors],
             [make_transform(rpy_to_matrix(e.tcp_rpy), e.tcp_xyz) for e in config.end_effectors],
-            root_link=root)
+            root_link=root, xacro_args=config.xacro_args if parameter == "urdf_path" else None)
     except RobotModelError as exc:
         text, culprit = str(exc), parameter
         for i, e in enumerate(config.end_effectors):
@@ -503,13 +579,36 @@ def load_robot_model(config: NodeConfig):
         if name not in model.joint_names:
             raise ConfigError("command.joint_order",
                               f"unknown joint '{name}'; joints: {list(model.joint_names)}")
+    check_step_limits(config, model.num_dofs)
     return model
 
 
-def robot_description_text(config: NodeConfig) -> str:
-    """The URDF XML of the configured robot (robot_description, urdf_path or bundled)."""
+def check_step_limits(config: NodeConfig, num_joints: int):
+    """(D,) step limits of ``streaming.max_joint_step`` for a model of ``num_joints`` joints.
+
+    Raises:
+        ConfigError: neither one value nor one per joint.
+    """
+    try:
+        return step_limits(config.streaming_max_joint_step, num_joints)
+    except ValueError as exc:
+        raise ConfigError("streaming.max_joint_step", str(exc)) from None
+
+
+def robot_description_text(config: NodeConfig, description: Optional[str] = None) -> str:
+    """The URDF XML of the configured robot (``description`` from the topic, robot_description,
+    urdf_path (a xacro file expanded) or bundled)."""
+    if description is not None:
+        return description
     if config.robot_description:
         return config.robot_description
+    if is_xacro_path(config.urdf_path):
+        from ..core.errors import RobotModelError
+        from ..core.xacro_files import xacro_to_urdf
+        try:
+            return xacro_to_urdf(config.urdf_path, config.xacro_args)
+        except RobotModelError as exc:
+            raise ConfigError("urdf_path", str(exc)) from None
     path = config.urdf_path or str(bundled_robot(config.robot).urdf_path())
     try:
         with open(path, encoding="utf-8") as handle:
@@ -518,9 +617,9 @@ def robot_description_text(config: NodeConfig) -> str:
         raise ConfigError("urdf_path" if config.urdf_path else "robot", f"cannot read '{path}': {exc}") from None
 
 
-def load_group_solvers(config: NodeConfig):
+def load_group_solvers(config: NodeConfig, description: Optional[str] = None):
     """{group: GroupIK} for ``moveit.kinematics_yaml`` ({} when unset): the planning groups the
-    node's GetPositionIK bridge serves.
+    node's GetPositionIK bridge serves (``description``: the URDF from the topic, if any).
 
     Raises:
         ConfigError: unreadable or invalid kinematics.yaml, groups the robot cannot serve.
@@ -539,7 +638,7 @@ def load_group_solvers(config: NodeConfig):
         if not pathlib.Path(config.moveit_kinematics_yaml).is_file():
             raise KinematicsYamlError(f"file '{config.moveit_kinematics_yaml}' not found")
         groups = load_kinematics_yaml(config.moveit_kinematics_yaml)
-        return make_group_solvers(robot_description_text(config), groups, srdf)
+        return make_group_solvers(robot_description_text(config, description), groups, srdf)
     except SrdfError as exc:
         raise ConfigError("robot_description_semantic" if config.robot_description_semantic
                           else "moveit.srdf_path", str(exc)) from None

@@ -202,14 +202,18 @@ def _search_override(overrides, name: str, *, off: bool, ranged: bool = True):
     return value
 
 
-def streaming_request(candidate, publish: bool):
+def streaming_request(candidate, publish: bool, start_names: Sequence[str] = (),
+                      start_positions: Sequence[float] = (), search: bool = False):
     """The SolveDirectionUpIK request of a streamed target (``~/target``, a marker drag): the
-    spec's single start (``num_seeds`` -1), a local solve from the current state. A seed's
-    answer can lie far from the current pose, a joint jump in a teleoperated stream; the
-    search is ``~/solve``'s default."""
+    spec's single start (``num_seeds`` -1), a local solve from ``start_positions`` of
+    ``start_names`` (rad / m; empty = the joint states). A seed's answer can lie far from the
+    current pose, a joint jump in a teleoperated stream; ``search`` (a marker's explicit
+    retry) asks for the node's search all the same, which keeps the least joint motion."""
     request = SolveDirectionUpIK.Request(publish=publish)
     request.candidates = [candidate]
-    request.overrides.num_seeds = -1
+    request.overrides.num_seeds = 0 if search else -1
+    request.initial_state.name = list(start_names)
+    request.initial_state.position = [float(v) for v in start_positions]
     return request
 
 

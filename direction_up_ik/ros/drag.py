@@ -14,15 +14,23 @@ Behaviour:
   +X and +Y.
 * Dragging one marker (POSE_UPDATE ... MOUSE_UP) changes that end effector's
   target; the others keep their last targets, and all of them are solved as ONE
-  candidate through the node's own ``solve()`` (same parameters, active joints
-  and command publishing). Feedback is coalesced: a timer at ``markers.rate_hz``
+  candidate through the node's own ``stream()`` (same parameters, active joints,
+  command publishing and ``streaming.max_joint_step``). Each solve starts from the
+  markers' last solution (``streaming.start_from`` last_command; the first from the
+  node's last command or the joint states), not from joint states that may not have
+  moved: the robot model follows the drag even with no robot behind the command.
+  Feedback is coalesced: a timer at ``markers.rate_hz``
   solves the newest targets and restarts after each solve, so solves are at least a
   period apart and the feedback that arrived during one is read before the next:
   a slow solve never queues stale drags.
 * Success publishes the joint command (while publishing is on) and colours the
   markers green; failure publishes nothing, colours the dragged marker red and
-  logs the per-end-effector errors. Clicking a marker's sphere solves again.
-* Menu per marker: reset the target to the current TCP; cycle that end effector's
+  logs the per-end-effector errors; a solution held by the step limit publishes
+  nothing and colours it orange. A failed (red) target is re-tried from the last
+  solution by the next drag, or by a click on its sphere, which solves with the
+  node's multi-seed search (least joint motion; the step limit still applies).
+* Menu per marker: reset the target to the current TCP (and start the next solve
+  from the joint states again); cycle that end effector's
   constraint full -> axis -> position (solved at once); publishing on/off (all
   markers).
 * ``~/markers`` shows per end effector the target frame (direction and up arrows,
@@ -36,10 +44,11 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from geometry_msgs.msg import Point, Quaternion
+from scipy.spatial.transform import Rotation
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from visualization_msgs.msg import (InteractiveMarker, InteractiveMarkerControl,
@@ -49,7 +58,6 @@ from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from .config import NodeConfig
-from .conversions import streaming_request
 from .interactive_markers import (POSE_EVENTS, InteractiveMarkerServer, matrix_to_pose,
                                   pose_to_matrix)
 
@@ -60,9 +68,15 @@ MENU_RESET, MENU_MODE, MENU_PUBLISH = 1, 2, 3
 
 #: RGBA per outcome of the last solve: not solved yet, solved, no solution.
 COLOURS = {"idle": (0.55, 0.60, 0.95, 0.9), "ok": (0.10, 0.80, 0.25, 0.9),
-           "failed": (0.95, 0.10, 0.10, 0.95)}
+           "failed": (0.95, 0.10, 0.10, 0.95), "held": (1.0, 0.55, 0.0, 0.95)}
 CURRENT_COLOUR = (0.15, 0.35, 1.0, 0.9)  # current TCP frame arrows in ~/markers
 MARKER_SCALE = 0.25       # m, size of the interactive marker's handles
+#: A drag whose direct solution is held by streaming.max_joint_step is walked in sub-targets
+#: this far apart (m, rad), each solved from the solution before, so that a far drop along a
+#: continuous path is not taken for a joint jump; at most MAX_DRAG_STEPS of them.
+DRAG_STEP_M = 0.02
+DRAG_STEP_RAD = 0.05
+MAX_DRAG_STEPS = 50
 DIRECTION_LENGTH = 0.12   # m, direction arrows in ~/markers
 UP_LENGTH = 0.07          # m, up arrows in ~/markers
 
@@ -70,8 +84,8 @@ _S = math.sqrt(0.5)
 #: Control orientations (x, y, z, w) that turn the control's +X onto the marker's X, Y, Z.
 _AXIS_ORIENTATIONS = {"x": (0.0, 0.0, 0.0, 1.0), "y": (0.0, 0.0, _S, _S), "z": (0.0, -_S, 0.0, _S)}
 
-SolveFunction = Callable[[SolveDirectionUpIK.Request, SolveDirectionUpIK.Response],
-                         SolveDirectionUpIK.Response]
+#: The node's ``stream(candidate, publish, start, search, quiet=False)`` -> ``StreamOutcome``.
+StreamFunction = Callable[..., Any]
 
 
 def local_columns(local_axes: str) -> Tuple[int, int]:
@@ -89,6 +103,27 @@ def target_message(name: str, pose: np.ndarray, mode: str, local_axes: str) -> D
     msg.direction.x, msg.direction.y, msg.direction.z = (float(v) for v in pose[:3, d])
     msg.up.x, msg.up.y, msg.up.z = (float(v) for v in pose[:3, u])
     return msg
+
+
+def drag_steps(current, targets) -> int:
+    """Sub-steps of a drag from TCP poses ``current`` (E, 4, 4) to ``targets`` (E of (4, 4)):
+    enough for DRAG_STEP_M of translation and DRAG_STEP_RAD of rotation each, 1 to
+    MAX_DRAG_STEPS."""
+    need = 1.0
+    for a, b in zip(current, targets):
+        turn = float(Rotation.from_matrix(a[:3, :3].T @ b[:3, :3]).magnitude())
+        need = max(need, float(np.linalg.norm(b[:3, 3] - a[:3, 3])) / DRAG_STEP_M, turn / DRAG_STEP_RAD)
+    return int(min(MAX_DRAG_STEPS, math.ceil(need - 1e-9)))
+
+
+def interpolate_pose(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:
+    """The (4, 4) pose a fraction ``s`` in [0, 1] of the way from ``a`` to ``b``: position on
+    the straight line, rotation about the fixed axis of ``a``'s rotation onto ``b``'s."""
+    out = np.eye(4)
+    out[:3, 3] = (1.0 - s) * a[:3, 3] + s * b[:3, 3]
+    turn = Rotation.from_matrix(a[:3, :3].T @ b[:3, :3]).as_rotvec()
+    out[:3, :3] = a[:3, :3] @ Rotation.from_rotvec(s * turn).as_matrix()
+    return out
 
 
 def _angle(a: np.ndarray, b: np.ndarray) -> float:
@@ -148,7 +183,8 @@ class EndEffectorTarget:
         name: end-effector name (= interactive marker name).
         pose: (4, 4) target TCP pose in the root frame.
         mode: "full", "axis" or "position".
-        status: outcome of the last solve: "idle" (none yet), "ok" or "failed".
+        status: outcome of the last solve: "idle" (none yet), "ok", "failed" or "held"
+            (solved, but a joint would jump more than streaming.max_joint_step).
         solver_errors: (position m, direction rad, up rad) of the last solve's
             reported result, or None.
     """
@@ -169,15 +205,21 @@ class DragMarkers:
         config: returns the node's current :class:`NodeConfig` (end effectors,
             ``markers.*``, ``command.publish_streaming`` as the initial publishing state).
         joint_state: returns the latest (D,) joint positions, NaN where none was received.
-        solve: the node's ``solve(request, response)``; it publishes the command when
-            ``request.publish`` and a candidate succeeded.
+        stream: the node's ``stream(candidate, publish, start, search)``: solves from ``start``
+            (None: the node's streaming start), publishes the command when ``publish`` and the
+            solution is within the step limit.
+        streaming_start: the node's start of a streamed solve ((D,) or None), used until the
+            markers have a solution of their own.
     """
 
     def __init__(self, node: Node, robot, config: Callable[[], NodeConfig],
-                 joint_state: Callable[[], np.ndarray], solve: SolveFunction) -> None:
+                 joint_state: Callable[[], np.ndarray], stream: StreamFunction,
+                 streaming_start: Callable[[], Optional[np.ndarray]]) -> None:
         cfg = config()
         self._node, self._robot, self._config = node, robot, config
-        self._joint_state, self._solve_fn = joint_state, solve
+        self._joint_state, self._stream_fn, self._streaming_start = joint_state, stream, streaming_start
+        self._solution: Optional[np.ndarray] = None  # (D,) last solution: the next solve's start
+        self._retry = False  # the next solve re-tries a failed target with the search
         self._frame = robot.root_link
         self._lock = threading.Lock()
         self._targets: Dict[str, EndEffectorTarget] = {}
@@ -187,6 +229,7 @@ class DragMarkers:
         self.publishing = bool(cfg.publish_streaming)
         self.solve_count = 0
         self.last_response: Optional[SolveDirectionUpIK.Response] = None
+        self.last_outcome = None  # the node's StreamOutcome of the last solve
         self.server = InteractiveMarkerServer(node, cfg.markers_namespace, self._on_feedback)
         self._marker_pub = node.create_publisher(
             MarkerArray, "~/markers", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -205,6 +248,12 @@ class DragMarkers:
     def rate_hz(self) -> float:
         """Rate of the solve timer in force (follows ``markers.rate_hz``), Hz."""
         return 1e9 / self._timer.timer_period_ns
+
+    @property
+    def solution(self) -> Optional[np.ndarray]:
+        """(D,) last solution of the markers (the next solve's start), or None."""
+        with self._lock:
+            return None if self._solution is None else self._solution.copy()
 
     @property
     def pending(self) -> Tuple[str, ...]:
@@ -242,6 +291,7 @@ class DragMarkers:
         elif feedback.event_type == InteractiveMarkerFeedback.BUTTON_CLICK:
             with self._lock:
                 self._pending.add(name)  # solve the current targets again
+                self._retry = self._retry or target.status == "failed"  # with the search
 
     def _on_menu(self, name: str, entry: int) -> None:
         logger = self._node.get_logger()
@@ -256,6 +306,7 @@ class DragMarkers:
                 target = self._targets[name]
                 target.pose, target.status, target.solver_errors = tcp, "idle", None
                 self._pending.discard(name)
+                self._solution = None  # the next solve starts where the robot is
                 self.server.insert(self._interactive_marker(target))
                 self._dirty = True
             logger.info(f"marker '{name}': target reset to the current TCP")
@@ -325,28 +376,70 @@ class DragMarkers:
     def _solve(self, dragged: Set[str]) -> None:
         config = self._config()
         with self._lock:
-            request = streaming_request(self._candidate(config), self.publishing)
-        response = self._solve_fn(request, SolveDirectionUpIK.Response())
+            poses = [self._targets[e.name].pose.copy() for e in config.end_effectors]
+            modes = [self._targets[e.name].mode for e in config.end_effectors]
+            retry, self._retry = self._retry, False
+            start = self._solution if config.streaming_start_from == "last_command" else None
+        if start is None:
+            start = self._streaming_start()
+        outcome = self._walk(config, poses, modes, start, retry)
+        response = outcome.response
         self.solve_count += 1
-        self.last_response = response
+        self.last_response, self.last_outcome = response, outcome
+        if response.success and not outcome.held:
+            q = response.results[response.best_index].joint_positions
+            with self._lock:
+                self._solution = np.asarray(q, dtype=np.float64)
         errors = {}
         if len(response.results) == 1:
             errors = {e.end_effector: (e.position_error, e.direction_error, e.up_error)
                       for e in response.results[0].errors}
         with self._lock:
             for name, target in self._targets.items():
-                status = "ok" if response.success else ("failed" if name in dragged else target.status)
+                if response.success and not outcome.held:
+                    status = "ok"
+                else:  # the dragged markers say why nothing moved; the others keep theirs
+                    status = ("held" if outcome.held else "failed") if name in dragged else target.status
                 target.solver_errors = errors.get(name)
                 if status != target.status:
                     target.status = status
                     self.server.insert(self._interactive_marker(target))
             self._dirty = True
         self.server.apply_changes()
-        if not response.success:
+        if outcome.held:
+            self._node.get_logger().warning(f"dragged {sorted(dragged)}: {response.message}",
+                                            throttle_duration_sec=1.0)
+        elif not response.success:
             detail = "; ".join(f"{n}: {format_errors(v)}" for n, v in errors.items())
             self._node.get_logger().warning(
                 f"dragged {sorted(dragged)}: {response.message}" + (f" ({detail})" if detail else "")
                 + "; nothing published", throttle_duration_sec=1.0)
+
+    def _walk(self, config: NodeConfig, poses, modes, start: Optional[np.ndarray], retry: bool):
+        """Solve the targets ``poses`` ((4, 4) each, ee_id order) from ``start`` (D,). When that
+        solution is held (a joint would jump), walk there instead: sub-targets at most
+        DRAG_STEP_M / DRAG_STEP_RAD apart from the TCPs at ``start``, each solved from the one
+        before, so that a far drop along a continuous path is not taken for a jump. Only the
+        final solve may publish. Returns the outcome of the direct solve, or of the sub-step
+        that failed, was held, or reached the targets."""
+        def candidate(targets):
+            return DirectionUpCandidate(targets=[target_message(e.name, p, m, e.local_axes)
+                                                 for e, p, m in zip(config.end_effectors, targets, modes)])
+
+        outcome = self._stream_fn(candidate(poses), self.publishing, start, retry, quiet=True)
+        if not outcome.held:
+            return outcome
+        tcp = self._robot.tcp_transforms(np.asarray(start, dtype=np.float64))
+        steps = drag_steps(tcp, poses)
+        for k in range(1, steps + 1):
+            last = k == steps
+            targets = poses if last else [interpolate_pose(tcp[e], p, k / steps) for e, p in enumerate(poses)]
+            outcome = self._stream_fn(candidate(targets), self.publishing and last, start, retry and last)
+            response = outcome.response
+            if last or not response.success or outcome.held:
+                return outcome
+            start = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
+        return outcome  # pragma: no cover - the loop returns at k == steps
 
     # ------------------------------------------------------------------ messages
     def _interactive_marker(self, target: EndEffectorTarget) -> InteractiveMarker:
@@ -444,7 +537,8 @@ def target_markers(frame: str, config: NodeConfig, targets: Dict[str, EndEffecto
         sphere.scale.x = sphere.scale.y = sphere.scale.z = 0.03
         _rgba(sphere, rgba)
         out.markers.append(sphere)
-        outcome = {"idle": "not solved yet", "ok": "solved", "failed": "NO SOLUTION"}[target.status]
+        outcome = {"idle": "not solved yet", "ok": "solved", "failed": "NO SOLUTION",
+                   "held": "HELD (joint jump)"}[target.status]
         lines = [f"{ee.name} ({target.mode}): {outcome}"]
         if current is not None:
             tcp = current[e]

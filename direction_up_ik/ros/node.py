@@ -7,7 +7,11 @@ Interfaces (names relative to the node's namespace):
 * subscribes ``~/target`` (``direction_up_ik/msg/DirectionUpCandidate``), depth 1 so
   the newest target wins when solving lags, and publishes the best solution;
 * publishes the command on ``command.topic`` as ``sensor_msgs/JointState``,
-  ``trajectory_msgs/JointTrajectory`` or ``std_msgs/Float64MultiArray``;
+  ``trajectory_msgs/JointTrajectory`` or ``std_msgs/Float64MultiArray``; streamed solves
+  (``~/target``, drags) start from the last command and are held when a joint would jump
+  (:mod:`direction_up_ik.ros.streaming`);
+* with ``robot_description_topic``: subscribes that ``std_msgs/String`` (transient local)
+  and comes up when the first valid URDF arrives; until then requests get NO_ROBOT_MODEL;
 * with ``markers.enabled``: RViz interactive markers on ``<markers.namespace>/...`` and
   ``~/markers`` (:mod:`direction_up_ik.ros.drag`).
 
@@ -20,6 +24,8 @@ from __future__ import annotations
 import array
 import sys
 import threading
+import time
+from dataclasses import dataclass
 from typing import List, Optional
 
 import numpy as np
@@ -31,7 +37,7 @@ from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterVal
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from direction_up_ik.msg import DirectionUpCandidate
@@ -43,7 +49,7 @@ from ..core.backend import (KERNELS_ABSENT, KERNELS_PREPARING, KERNELS_READY, ke
                             stop_preparing)
 from ..groups import solve_position_ik
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
-                     bundled_end_effector_defaults,
+                     bundled_end_effector_defaults, check_step_limits,
                      config_from_values, default_end_effector_names, end_effector_parameters,
                      load_group_solvers, load_robot_model)
 from .conversions import (RequestError, fill_response, search_options, settings_with_overrides, streaming_request,
@@ -51,6 +57,7 @@ from .conversions import (RequestError, fill_response, search_options, settings_
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .process import run_node
+from .streaming import CommandMemory, Jump, first_jump
 
 Response = SolveDirectionUpIK.Response
 
@@ -66,6 +73,27 @@ NUMPY_BUDGET_SCALE = 20.0
 _JOINT_STATE_CODES = {"missing": Response.NO_JOINT_STATE, "unknown": Response.UNKNOWN_JOINT,
                       "invalid": Response.INVALID_REQUEST,
                       "out_of_limits": Response.JOINT_STATE_OUT_OF_LIMITS}
+
+
+@dataclass(frozen=True)
+class StreamOutcome:
+    """What a streamed solve (``DirectionUpIKNode.stream``) did.
+
+    Attributes:
+        response: the SolveDirectionUpIK response (``success``: a candidate met the tolerances).
+        start: (D,) joint state it started from (rad / m), or None when rejected before.
+        jump: the step beyond ``streaming.max_joint_step`` that held the solution, or None.
+        published: whether the solution went out as the command.
+    """
+
+    response: SolveDirectionUpIK.Response
+    start: Optional[np.ndarray]
+    jump: Optional[Jump]
+    published: bool
+
+    @property
+    def held(self) -> bool:
+        return self.jump is not None
 
 
 def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
@@ -100,11 +128,15 @@ class DirectionUpIKNode(Node):
                 self._declare(spec)
                 self._ee_specs[spec.name] = spec
         self._config: NodeConfig = config_from_values(self._parameter_values())
-        self._robot = load_robot_model(self._config)
-        self._joint_ids = {n: i for i, n in enumerate(self._robot.joint_names)}
-        self._frames = {"": np.eye(4), **self._robot.static_link_xforms()}
-        self._joint_states = JointStateStore(self._robot.joint_names, self._robot.lower_limits,
-                                             self._robot.upper_limits)
+        # The robot model and what depends on it: set once, by _adopt_model (at start-up, or when
+        # the first valid description arrives on robot_description_topic).
+        self._robot = None
+        self._description: Optional[str] = None
+        self._joint_ids = {}
+        self._joint_states: Optional[JointStateStore] = None
+        self._group_solvers = {}
+        self.markers: Optional[DragMarkers] = None
+        self.commands = CommandMemory()  # last published command, streaming counters
         self._solve_lock = threading.Lock()
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -115,17 +147,60 @@ class DirectionUpIKNode(Node):
                                  QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
         self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve, qos_profile=self._service_qos())
-        self._group_solvers = load_group_solvers(self._config)
-        if self._group_solvers:
-            self._serve_moveit_bridge()
-        # RViz interactive markers (markers.*): drag targets, solved through solve().
-        self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
-                                    self.solve) if self._config.markers_enabled else None)
         # The compiled kernels load (or compile, the first time) in the background; requests are
         # answered by the numpy backend until they are ready (core/backend.py).
         self._kernel_state = prepare_kernels(self._on_kernels_ready)
+        topic = self._config.robot_description_topic
+        if topic:
+            # As robot_state_publisher publishes it (and ros2_control / MoveIt subscribe): the
+            # latest description waits for late joiners.
+            self._description_sub = self.create_subscription(
+                String, topic, self._on_description,
+                QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            self.get_logger().info(f"waiting for the robot description on "
+                                   f"'{self._description_sub.topic_name}' (robot_description_topic); "
+                                   "requests get NO_ROBOT_MODEL until it arrives")
+        else:
+            self._adopt_model(load_robot_model(self._config), None)
+
+    def _adopt_model(self, robot, description: Optional[str]) -> None:
+        """Make ``robot`` the node's model: joint-state store, frames, MoveIt groups, markers.
+        Everything that may fail runs before anything is set, so a refused description leaves
+        the node as it was. Raises ConfigError."""
+        group_solvers = load_group_solvers(self._config, description)
+        self._joint_ids = {n: i for i, n in enumerate(robot.joint_names)}
+        self._frames = {"": np.eye(4), **robot.static_link_xforms()}
+        self._joint_states = JointStateStore(robot.joint_names, robot.lower_limits, robot.upper_limits)
+        self._group_solvers = group_solvers
+        self._description = description
+        self._robot = robot  # last: requests see a model only once everything is in place
+        if self._group_solvers:
+            self._serve_moveit_bridge()
+        # RViz interactive markers (markers.*): drag targets, solved through stream().
+        self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
+                                    self.stream, self.streaming_start)
+                        if self._config.markers_enabled else None)
         self._warm_up_search()
         self._log_summary()
+
+    def _on_description(self, msg: String) -> None:
+        """A URDF on robot_description_topic: the first valid one becomes the model; a later
+        different one is refused (the model is read-only: restart the node to change it)."""
+        topic = self._description_sub.topic_name
+        if self._robot is not None:
+            if msg.data != self._description:
+                self.get_logger().warning(
+                    f"robot description on '{topic}' changed: refused, the node keeps robot "
+                    f"'{self._robot.robot_name}' ({self._robot.num_dofs} joints); restart the node to "
+                    "use the new description")
+            return
+        try:
+            robot = load_robot_model(self._config, msg.data)
+            self._adopt_model(robot, msg.data)
+        except ConfigError as exc:
+            self.get_logger().error(f"robot description on '{topic}' refused: {exc}; still waiting for "
+                                    "a valid one")
 
     def _service_qos(self) -> QoSProfile:
         """The services' QoS: rclpy's service default (reliable, volatile), but a history of
@@ -192,6 +267,8 @@ class DirectionUpIKNode(Node):
         values.update({p.name: p.value for p in params})
         try:
             config = config_from_values(values)
+            if self._robot is not None:
+                check_step_limits(config, self._robot.num_dofs)
             for name in config.active_joints + config.command_joint_order:
                 if name not in self._joint_ids:
                     field = "active_joints" if name in config.active_joints else "command.joint_order"
@@ -236,6 +313,8 @@ class DirectionUpIKNode(Node):
 
     # ------------------------------------------------------------- inputs
     def _on_joint_state(self, msg: JointState) -> None:
+        if self._joint_states is None:
+            return  # no model yet: its joints are unknown
         for warning in self._joint_states.update(msg.name, msg.position):
             self.get_logger().warning(warning, throttle_duration_sec=5.0)
 
@@ -243,15 +322,73 @@ class DirectionUpIKNode(Node):
         return self.solve(request, response)
 
     def _on_target(self, msg: DirectionUpCandidate) -> None:
-        request = streaming_request(msg, self._config.publish_streaming)
-        response = self.solve(request, SolveDirectionUpIK.Response())
+        outcome = self.stream(msg, self._config.publish_streaming)
+        response = outcome.response
         if response.error_code not in (Response.SUCCESS, Response.NO_SOLUTION):
             self.get_logger().warning(f"~/target rejected: {response.message}",
                                       throttle_duration_sec=2.0)
 
+    # ------------------------------------------------------------ streaming
+    def streaming_start(self) -> Optional[np.ndarray]:
+        """(D,) start of a ~/target solve: the last published command while it is at most
+        ``streaming.last_command_timeout`` old (``streaming.start_from`` last_command), else the
+        joint states; None when they are incomplete (the solve then reports NO_JOINT_STATE)."""
+        config = self._config
+        if config.streaming_start_from == "last_command":
+            last = self.commands.last(time.monotonic(), config.streaming_last_command_timeout)
+            if last is not None:
+                return last[0]
+        q = self._joint_states.latest()
+        return q if np.all(np.isfinite(q)) else None
+
+    def stream(self, candidate: DirectionUpCandidate, publish: bool, start: Optional[np.ndarray] = None,
+               search: bool = False, quiet: bool = False) -> StreamOutcome:
+        """Solve one streamed candidate from ``start`` (D,) (None: :meth:`streaming_start`) and
+        publish its solution when ``publish``, unless a joint would step farther than
+        ``streaming.max_joint_step`` from the start: then it is held (counted and warned unless
+        ``quiet``: a caller that tries another way first). Never raises. ``search``: the node's
+        search instead of the single start (a marker's retry)."""
+        if self._robot is None:
+            response = self.solve(streaming_request(candidate, False), SolveDirectionUpIK.Response())
+            return StreamOutcome(response, None, None, False)
+        if start is None:
+            start = self.streaming_start()
+        names = list(self._robot.joint_names) if start is not None else []
+        request = streaming_request(candidate, False, names, start if start is not None else (), search)
+        response = self.solve(request, SolveDirectionUpIK.Response())
+        if not response.success or start is None:
+            return StreamOutcome(response, start, None, False)
+        q = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
+        try:
+            limits = check_step_limits(self._config, self._robot.num_dofs)
+        except ConfigError:  # cannot happen: live updates are checked against the model
+            limits = np.full(self._robot.num_dofs, np.inf)
+        jump = first_jump(start, q, limits)
+        if jump is not None and quiet:
+            return StreamOutcome(response, start, jump, False)
+        if jump is not None:
+            held = self.commands.count_held()
+            joint = self._robot.joint_names[jump.joint]
+            detail = (f"joint '{joint}' would step {jump.step:+.3f} (rad or m) > streaming.max_joint_step "
+                      f"{jump.limit:g}")
+            response.message += f"; held, not published: {detail}"
+            self.get_logger().warning(f"streamed solution held ({held} so far): {detail}; the stream "
+                                      "goes on from the last command", throttle_duration_sec=1.0)
+            return StreamOutcome(response, start, jump, False)
+        if publish:
+            self.publish_command(q)
+            response.message += "; command published"
+        return StreamOutcome(response, start, None, publish)
+
     # -------------------------------------------------------------- solving
     def solve(self, request, response):
         """Serve one SolveDirectionUpIK request; never raises."""
+        if self._robot is None:
+            response.success, response.best_index = False, -1
+            response.error_code = Response.NO_ROBOT_MODEL
+            response.message = (f"no robot model yet: waiting for a URDF on "
+                                f"'{self._description_sub.topic_name}' (robot_description_topic)")
+            return response
         try:
             result, names, totals = self._solve(request)
         except RequestError as exc:
@@ -394,6 +531,7 @@ class DirectionUpIKNode(Node):
             msg = Float64MultiArray()
             msg.data = [float(q[self._joint_ids[n]]) for n in order]
         self._command_pub.publish(msg)
+        self.commands.record(q, time.monotonic())
 
 
 def main(args: Optional[List[str]] = None) -> int:

@@ -551,9 +551,9 @@ def test_streamed_targets_and_marker_drags_solve_locally(ros):
     assert node.node.markers is not None  # markers.enabled in config/dual_arm_torso.yaml
     # (the markers are placed at the TCPs once the joint state has arrived)
     wait_until(lambda: "left" in node.node.markers._targets, 60.0, "the markers to be placed")
-    node.node.markers._solve_fn = spy
-    node.node.markers._solve({"left"})
-    assert seen == [-1, -1]
+    node.node.markers._solve({"left"})  # through the node's stream(), which calls solve()
+    # The drag may be walked in sub-steps (drag.py, DRAG_STEP_M): each is a single start too.
+    assert len(seen) >= 2 and set(seen) == {-1}
 
 
 def _panda_and_a_reachable_goal(ros):
@@ -930,7 +930,8 @@ def test_targets_in_a_frame_fixed_to_the_root(ros):
 
 # ----------------------------------------------------------------------------- 5. streaming
 def test_streaming_target_publishes_the_solution(ros):
-    node = ros.start_node("ur5_like")
+    # Targets 0.2 rad apart per joint, one message each: steps the default limit would hold.
+    node = ros.start_node("ur5_like", params={"streaming.max_joint_step": [1.0]})
     model = load_robot("ur5_like")
     node.publish_full_state(UR5_START)
     seen = []

@@ -1,0 +1,159 @@
+"""Streaming without joint jumps (ros/streaming.py and the node's ``stream``): ~/target solves
+start from the last command while the joint states lag, and a solution that would move a
+joint farther than ``streaming.max_joint_step`` is held, counted, and the stream recovers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from direction_up_ik.robots import load_robot  # noqa: E402
+from direction_up_ik.ros.config import ConfigError  # noqa: E402
+from direction_up_ik.ros.node import DirectionUpIKNode  # noqa: E402
+from direction_up_ik.ros.streaming import CommandMemory, first_jump, step_limits  # noqa: E402
+from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
+
+from node_harness import candidate_at, to_parameters, wait_until, yaml_parameters  # noqa: E402
+
+Response = SolveDirectionUpIK.Response
+MODEL = load_robot("ur5_like")
+START = np.array([0.2, -1.2, 1.4, -1.6, -1.5, 0.3])  # away from the stretched-arm singularity
+ORDER = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
+         "wrist_3_joint")  # config/ur5_like.yaml command.joint_order = the model's order
+
+
+# ----------------------------------------------------------------------------- pure rules
+def test_step_limits_one_value_or_one_per_joint():
+    np.testing.assert_array_equal(step_limits([0.1], 3), [0.1, 0.1, 0.1])
+    np.testing.assert_array_equal(step_limits((0.1, 0.2, 0.3), 3), [0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match=r"1 value or one per joint \(3\), got 2"):
+        step_limits([0.1, 0.2], 3)
+
+
+def test_first_jump_names_the_joint_most_beyond_its_limit():
+    limits = np.array([0.1, 0.5, 0.1])
+    assert first_jump(np.zeros(3), np.array([0.1, -0.5, -0.09]), limits) is None  # at the limit: kept
+    jump = first_jump(np.zeros(3), np.array([0.15, -0.9, 0.3]), limits)
+    assert (jump.joint, jump.step, jump.limit) == (2, 0.3, 0.1)  # 3x its limit beats 1.8x and 1.5x
+    assert first_jump(np.zeros(3), np.array([0.0, 0.0, 1e9]), np.array([0.1, 0.1, np.inf])) is None
+
+
+def test_last_command_expires_after_the_timeout():
+    memory = CommandMemory()
+    assert memory.last(now=0.0, timeout=1.0) is None
+    memory.record(np.array([1.0, 2.0]), now=10.0)
+    q, age = memory.last(now=10.5, timeout=1.0)
+    np.testing.assert_array_equal(q, [1.0, 2.0])
+    assert math.isclose(age, 0.5)
+    assert memory.last(now=11.01, timeout=1.0) is None       # the robot had time to get there
+    assert memory.last(now=1e6, timeout=0.0) is not None      # 0 = no limit
+    memory.forget()
+    assert memory.last(now=10.5, timeout=1.0) is None
+    assert (memory.published, memory.held, memory.count_held()) == (1, 0, 1)
+
+
+# ----------------------------------------------------------------------------- the node
+def _ur5(ros, **params):
+    """A ur5_like node (its config) whose joint state stays at START: nothing echoes commands."""
+    node = ros.start_node("ur5_like", params=params)
+    node.publish_full_state(START)
+    return node
+
+
+def _q(command) -> np.ndarray:
+    return np.asarray(command.data, dtype=np.float64)  # joint_order is the model's order
+
+
+def _spy_starts(node) -> list:
+    """The initial_state positions of every solve the node runs from now on."""
+    starts, real = [], node.node.solve
+
+    def spy(req, resp):
+        starts.append(np.asarray(req.initial_state.position, dtype=np.float64))
+        return real(req, resp)
+    node.node.solve = spy
+    return starts
+
+
+def test_targets_start_from_the_last_command_while_joint_states_lag(ros):
+    """A stream of targets 0.05 rad apart per joint, the joint state never moving: each solve
+    starts from the command before it, so every command is published and none steps more than
+    the limit; from the joint states the third target would already be held."""
+    node = _ur5(ros)
+    assert list(node.node.get_parameter("command.joint_order").value) == list(MODEL.joint_names) == list(ORDER)
+    starts = _spy_starts(node)
+    path = [START + 0.05 * k for k in range(1, 7)]
+    for k, q in enumerate(path, start=1):
+        node.node._on_target(candidate_at(MODEL, q, ["tool"]))
+        node.wait_commands(k)
+    commands = [_q(c) for c in node.commands]
+    np.testing.assert_allclose(starts[0], START)  # no command yet: the joint states
+    for k in range(1, len(path)):
+        np.testing.assert_allclose(starts[k], commands[k - 1])  # then the last command
+    steps = np.abs(np.diff(np.vstack([START, commands]), axis=0))
+    assert steps.max() <= 0.1 + 1e-9 and node.node.commands.held == 0
+    np.testing.assert_allclose(commands[-1], path[-1], atol=2e-2)
+
+    # From the joint states instead (live update): START -> the next target is 0.35 rad per joint.
+    assert node.set_param("streaming.start_from", "joint_states").successful
+    node.node._on_target(candidate_at(MODEL, START + 0.35, ["tool"]))
+    np.testing.assert_allclose(starts[-1], START)
+    assert node.node.commands.held == 1 and len(node.commands) == len(path)
+
+
+def test_a_jump_is_held_and_the_stream_recovers(ros):
+    """A target whose solution is far from the last command (a wrist turned 1 rad) is held: no
+    command, the counter says so; the next target near the stream publishes again."""
+    node = _ur5(ros)
+    node.node._on_target(candidate_at(MODEL, START + 0.05, ["tool"]))
+    (first,) = node.wait_commands(1)
+    far = START + 0.05
+    far[5] += 1.0
+    outcome = node.node.stream(candidate_at(MODEL, far, ["tool"]), True)
+    assert outcome.response.success and outcome.held and not outcome.published
+    assert (outcome.jump.joint, outcome.jump.limit) == (5, pytest.approx(0.1))
+    assert outcome.jump.step == pytest.approx(1.0, abs=0.05)
+    assert "held, not published: joint 'wrist_3_joint'" in outcome.response.message
+    assert node.node.commands.held == 1 and len(node.commands) == 1
+    np.testing.assert_allclose(outcome.start, _q(first))  # held: the stream's start stays
+    node.node._on_target(candidate_at(MODEL, START + 0.08, ["tool"]))
+    node.wait_commands(2)
+    assert np.abs(_q(node.commands[1]) - _q(first)).max() <= 0.1 + 1e-9
+    # Per-joint limits: a generous wrist 3 lets the same target through.
+    assert node.set_param("streaming.max_joint_step", [0.1] * 5 + [2.0]).successful
+    assert node.node.stream(candidate_at(MODEL, far, ["tool"]), True).published
+    node.wait_commands(3)
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("streaming.max_joint_step", [0.1, 0.2], "1 value or one per joint (6), got 2"),
+    ("streaming.max_joint_step", [0.0], "values > 0"),
+    ("streaming.max_joint_step", [math.nan], "values > 0"),
+    ("streaming.max_joint_step", [], "values > 0"),
+    ("streaming.start_from", "robot", "must be one of ['last_command', 'joint_states']"),
+    ("streaming.last_command_timeout", -1.0, ""),
+])
+def test_bad_streaming_updates_are_refused_with_the_reason(ros, name, value, words):
+    node = _ur5(ros)
+    result = node.set_param(name, value)
+    assert not result.successful and words in result.reason, result.reason
+    assert node.set_param("streaming.max_joint_step", [0.1] * 6).successful  # one per joint is fine
+
+
+def test_step_limits_of_the_wrong_length_are_a_configuration_error(ros_context):
+    values = {**yaml_parameters("ur5_like"), "streaming.max_joint_step": [0.1, 0.1]}
+    with pytest.raises(ConfigError, match=r"parameter 'streaming.max_joint_step': needs 1 value or one per joint"):
+        DirectionUpIKNode(context=ros_context, parameter_overrides=to_parameters(values))
+
+
+def test_no_joint_state_and_no_command_is_reported(ros):
+    node = ros.start_node("ur5_like")
+    outcome = node.node.stream(candidate_at(MODEL, START, ["tool"]), True)
+    assert outcome.response.error_code == Response.NO_JOINT_STATE and outcome.start is None
+    node.publish_full_state(START)
+    wait_until(lambda: node.node.streaming_start() is not None, what="a complete joint state")
+    assert node.node.stream(candidate_at(MODEL, START + 0.02, ["tool"]), True).published
