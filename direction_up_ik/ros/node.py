@@ -137,6 +137,7 @@ class DirectionUpIKNode(Node):
         self._group_solvers = {}
         self.markers: Optional[DragMarkers] = None
         self.commands = CommandMemory()  # last published command, streaming counters
+        self.descriptions_received = 0  # messages on robot_description_topic handled
         self._solve_lock = threading.Lock()
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -188,19 +189,22 @@ class DirectionUpIKNode(Node):
         """A URDF on robot_description_topic: the first valid one becomes the model; a later
         different one is refused (the model is read-only: restart the node to change it)."""
         topic = self._description_sub.topic_name
-        if self._robot is not None:
-            if msg.data != self._description:
+        try:
+            if self._robot is None:
+                self._adopt_model(load_robot_model(self._config, msg.data), msg.data)
+            elif msg.data != self._description:
                 self.get_logger().warning(
                     f"robot description on '{topic}' changed: refused, the node keeps robot "
                     f"'{self._robot.robot_name}' ({self._robot.num_dofs} joints); restart the node to "
                     "use the new description")
-            return
-        try:
-            robot = load_robot_model(self._config, msg.data)
-            self._adopt_model(robot, msg.data)
         except ConfigError as exc:
             self.get_logger().error(f"robot description on '{topic}' refused: {exc}; still waiting for "
                                     "a valid one")
+        except Exception as exc:  # noqa: BLE001 - no description may stop the node
+            self.get_logger().error(f"robot description on '{topic}' refused (internal error {exc!r}); "
+                                    "still waiting for a valid one")
+        finally:
+            self.descriptions_received += 1
 
     def _service_qos(self) -> QoSProfile:
         """The services' QoS: rclpy's service default (reliable, volatile), but a history of
