@@ -7,7 +7,9 @@ Needs robot_state_publisher (``ros-jazzy-robot-state-publisher``) besides this p
 executable is looked up before anything starts: when one is missing the launch fails with one
 message naming it and leaves no process behind. The robot's processes start first, the solver
 last. command_echo listens to the command the solver's configuration publishes (message type,
-topic, joint order), so every bundled robot moves.
+topic, joint order), so every bundled robot moves. The solver takes its robot model as a cell
+does: from robot_state_publisher's robot_description topic (robot_description_topic; it waits
+for it and logs so), not from a file of its own.
 
 Add RViz with the RobotModel display (topic robot_description) and call
 /direction_up_ik_node/solve with publish: true, or publish candidates on
@@ -39,6 +41,11 @@ NEEDED = (("robot_state_publisher", "robot_state_publisher"), ("direction_up_ik"
           ("direction_up_ik", "direction_up_ik_node"))
 
 
+#: direction_up_ik.launch.py arguments of the demo's solver: the model from robot_state_publisher
+#: (both in the demo's namespace, so the relative name meets).
+DEMO_NODE_ARGUMENTS = {"robot_description_topic": "robot_description"}
+
+
 def demo_actions(context):
     """The demo's actions, robot first, solver last; raises before any starts when an
     executable is missing (launch reports the error and exits 1)."""
@@ -61,7 +68,8 @@ def demo_actions(context):
              parameters=[{"robot": robot, **echo}], output="screen"),
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(os.path.join(share, "launch", "direction_up_ik.launch.py")),
-            launch_arguments={"robot": robot, "config": config, "namespace": namespace}.items()),
+            launch_arguments={"robot": robot, "config": config, "namespace": namespace,
+                              **DEMO_NODE_ARGUMENTS}.items()),
     ]
 
 

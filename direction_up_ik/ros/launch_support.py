@@ -4,7 +4,9 @@ without ``launch`` / ``launch_ros`` (not installable from PyPI).
 * :func:`command_echo_parameters`: ``command_echo``'s parameters that make it listen to the
   command the node publishes with a given parameter file (type, absolute topic, joint order);
 * :func:`find_executable` / :func:`missing_executables`: whether ``ros2 run`` would find an
-  executable, so that ``demo.launch.py`` checks everything it needs before it starts anything.
+  executable, so that ``demo.launch.py`` checks everything it needs before it starts anything;
+* :func:`node_parameters`: the node's parameters from ``direction_up_ik.launch.py``'s
+  arguments (the robot model from the bundled robot, a URDF or xacro file, or a topic).
 """
 
 from __future__ import annotations
@@ -77,3 +79,32 @@ def missing_executables(needed: Iterable[Tuple[str, str]], prefixes: Optional[Se
     :func:`find_executable` does not find."""
     return [f"{package}/{executable}" for package, executable in needed
             if find_executable(package, executable, prefixes) is None]
+
+
+#: ``direction_up_ik.launch.py``'s arguments: name -> (default, description).
+NODE_LAUNCH_ARGUMENTS = {
+    "robot": ("dual_arm_torso", "bundled robot name; also names the default config"),
+    "config": ("", "parameter YAML (default: config/<robot>.yaml)"),
+    "namespace": ("", "node namespace"),
+    "urdf_path": ("", "URDF or .xacro file of the robot (instead of the bundled robot)"),
+    "xacro_args": ("", "arguments of a .xacro urdf_path, space-separated name:=value"),
+    "robot_description_topic": ("", "take the URDF from this std_msgs/String topic, e.g. "
+                                    "/robot_description (robot_state_publisher's)"),
+}
+
+
+def node_parameters(arguments: Mapping[str, str], config: str) -> List[Any]:
+    """The ``parameters`` of the node's launch action: the parameter file ``config``, then the
+    robot-model parameters the launch ``arguments`` (``NODE_LAUNCH_ARGUMENTS``; strings) set.
+    ``robot`` always; ``urdf_path`` with ``xacro_args`` split at whitespace, and
+    ``robot_description_topic``, only when given, so that the file's values stay otherwise.
+    """
+    overrides: Dict[str, Any] = {"robot": arguments.get("robot") or NODE_LAUNCH_ARGUMENTS["robot"][0]}
+    if arguments.get("urdf_path"):
+        overrides["urdf_path"] = arguments["urdf_path"]
+    xacro_args = str(arguments.get("xacro_args") or "").split()
+    if xacro_args:
+        overrides["xacro_args"] = xacro_args
+    if arguments.get("robot_description_topic"):
+        overrides["robot_description_topic"] = arguments["robot_description_topic"]
+    return [config, overrides]

@@ -18,8 +18,8 @@ import sys
 import pytest
 
 from direction_up_ik.ros.config import parameter_file_values
-from direction_up_ik.ros.launch_support import (command_echo_parameters, find_executable, missing_executables,
-                                                node_fqn, resolve_topic)
+from direction_up_ik.ros.launch_support import (NODE_LAUNCH_ARGUMENTS, command_echo_parameters, find_executable,
+                                                missing_executables, node_fqn, node_parameters, resolve_topic)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAUNCH = REPO / "launch"
@@ -35,14 +35,55 @@ def test_launch_files_exist():
     assert {f.name for f in FILES} == {"direction_up_ik.launch.py", "demo.launch.py"}
 
 
+def _declared_arguments(tree) -> set:
+    """Names of the DeclareLaunchArgument calls with a literal name; NODE_LAUNCH_ARGUMENTS's keys
+    when the file declares them from it."""
+    declared = set()
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DeclareLaunchArgument":
+            first = call.args[0]
+            declared |= {first.value} if isinstance(first, ast.Constant) else set(NODE_LAUNCH_ARGUMENTS)
+    return declared
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_launch_file_parses_and_declares_its_arguments(path):
     tree = ast.parse(path.read_text(), filename=str(path))
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert "generate_launch_description" in functions
-    declared = {c.args[0].value for c in ast.walk(tree) if isinstance(c, ast.Call)
-                and getattr(c.func, "id", "") == "DeclareLaunchArgument"}
-    assert declared == {"robot", "config", "namespace"}
+    expected = {"direction_up_ik.launch.py": {"robot", "config", "namespace", "urdf_path", "xacro_args",
+                                              "robot_description_topic"},
+                "demo.launch.py": {"robot", "config", "namespace"}}[path.name]
+    assert _declared_arguments(tree) == expected
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    ({"robot": "ur5_like"}, {"robot": "ur5_like"}),
+    ({"robot": "", "urdf_path": "/cell/ur.urdf.xacro", "xacro_args": " ur_type:=ur5e  name:=ur "},
+     {"robot": "dual_arm_torso", "urdf_path": "/cell/ur.urdf.xacro", "xacro_args": ["ur_type:=ur5e", "name:=ur"]}),
+    ({"robot": "panda_like", "robot_description_topic": "/robot_description", "urdf_path": ""},
+     {"robot": "panda_like", "robot_description_topic": "/robot_description"}),
+])
+def test_node_parameters_from_the_launch_arguments(arguments, expected):
+    """What direction_up_ik.launch.py passes the node: the config file, then the robot model's
+    parameters of the arguments given (the others stay the file's)."""
+    assert node_parameters(arguments, "/cfg.yaml") == ["/cfg.yaml", expected]
+
+
+def test_node_launch_parameters_are_node_parameters_and_the_demo_uses_the_topic():
+    from direction_up_ik.ros.config import PARAMETER_BY_NAME
+
+    passed = node_parameters({"urdf_path": "a.xacro", "xacro_args": "a:=1",
+                              "robot_description_topic": "t"}, "c.yaml")[1]
+    assert set(passed) <= set(PARAMETER_BY_NAME)
+    assert set(NODE_LAUNCH_ARGUMENTS) - {"config", "namespace"} <= set(PARAMETER_BY_NAME)
+    # demo.launch.py hands the included launch file robot_description_topic (relative: the node
+    # and robot_state_publisher share the demo's namespace).
+    tree = ast.parse((LAUNCH / "demo.launch.py").read_text())
+    demo = {t.id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+            for t in n.targets if getattr(t, "id", "") == "DEMO_NODE_ARGUMENTS"}
+    assert demo["DEMO_NODE_ARGUMENTS"] == {"robot_description_topic": "robot_description"}
+    assert set(demo["DEMO_NODE_ARGUMENTS"]) <= set(NODE_LAUNCH_ARGUMENTS)
 
 
 # ----------------------------------------------------------------------------- launch_support
