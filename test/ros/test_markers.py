@@ -492,6 +492,111 @@ def test_failure_marks_the_marker_red_and_publishes_nothing(rig):
     client.assert_consecutive()
 
 
+def _spy_solves(node) -> list:
+    """(num_seeds, initial_state positions) of every solve the node runs from now on."""
+    seen, real = [], node.node.solve
+
+    def spy(req, resp):
+        seen.append((req.overrides.num_seeds, np.asarray(req.initial_state.position, dtype=np.float64)))
+        return real(req, resp)
+    node.node.solve = spy
+    return seen
+
+
+def test_a_drag_starts_from_the_last_solution_not_the_joint_states(rig):
+    """Nothing echoes the command (the joint state stays at START): each drag starts from the
+    markers' last solution, so the model follows the drag; a reset starts from the joint
+    state again."""
+    node, client = rig
+    tcp = tcp_at()
+    seen = _spy_solves(node)
+    goals = [moved(tcp[LEFT], (0.0, 0.015 * k, 0.01 * k)) for k in range(1, 5)]
+    for k, goal in enumerate(goals, start=1):
+        client.drag("left", [goal])
+        node.wait_commands(k)
+        client.settle()
+    assert len(node.commands) == len(goals)
+    np.testing.assert_allclose(seen[0][1], START)  # no solution yet, no command: the joint state
+    for k in range(1, len(goals)):  # then the command before (= the markers' last solution)
+        np.testing.assert_allclose(seen[-len(goals) + k][1], command_q(node.commands[k - 1]), atol=1e-12)
+    np.testing.assert_allclose(client.controller.solution, command_q(node.commands[-1]))
+    assert_reaches(MODEL, command_q(node.commands[-1]), {LEFT: goals[-1], RIGHT: tcp[RIGHT]})
+    assert all(s == -1 for s, _ in seen)  # local solves
+    client.menu("left", MENU_RESET)
+    wait_until(lambda: client.controller.solution is None, what="the reset to forget the solution")
+
+
+def test_a_red_target_is_retried_without_a_reset(rig):
+    """A failed (red) target: a click on it re-tries with the search; dragging it back into
+    reach turns it green and publishes, without the reset menu."""
+    node, client = rig
+    tcp = tcp_at()
+    seen = _spy_solves(node)
+    far = moved(tcp[RIGHT], (1.5, 0.0, 0.8))
+    client.drag("right", [far])
+    wait_until(lambda: client.controller.targets()["right"].status == "failed", what="the red marker")
+    client.settle()
+    solves = len(seen)
+    client.send("right", Feedback.BUTTON_CLICK)
+    wait_until(lambda: len(seen) > solves, what="the retry")
+    client.settle()
+    assert seen[solves][0] == 0  # the node's search (search.num_seeds), not the single start
+    assert client.controller.targets()["right"].status == "failed" and node.commands == []
+    goal = moved(tcp[RIGHT], (0.02, -0.02, 0.03))
+    since = client.count()
+    client.drag("right", [goal])
+    node.wait_commands(1)
+    client.settle()
+    assert client.controller.targets()["right"].status == "ok"
+    assert body_colour(client.last_full("right", since)) == pytest.approx(COLOURS["ok"], abs=1e-6)
+    assert_reaches(MODEL, command_q(node.commands[-1]), {LEFT: tcp[LEFT], RIGHT: goal})
+
+
+def test_a_far_drop_is_walked_to_and_published(rig):
+    """A target dropped 20 cm and 0.5 rad away in one update: its direct solution moves joints
+    more than streaming.max_joint_step, so the drag walks there in sub-targets, each within
+    the limit of the one before, and publishes the end."""
+    node, client = rig
+    tcp = tcp_at()
+    seen = _spy_solves(node)
+    goal = moved(tcp[LEFT], (0.12, 0.1, 0.12), (0.3, -0.2, 0.3))
+    client.drag("left", [goal])
+    node.wait_commands(1)
+    client.settle()
+    assert len(seen) > 2 and node.node.commands.held == 0  # the direct try, then the walk
+    starts = np.array([q for _, q in seen[1:]])
+    assert np.abs(np.diff(starts, axis=0)).max() <= 0.1 + 1e-9  # sub-solutions within the limit
+    assert_reaches(MODEL, command_q(node.commands[-1]), {LEFT: goal, RIGHT: tcp[RIGHT]})
+    assert client.controller.targets()["left"].status == "ok"
+
+
+def test_a_held_drag_turns_orange_and_publishes_nothing(ros):
+    """With a tiny step limit even the walk's sub-steps jump: held (orange, counted, nothing
+    published); a click after raising the limit solves it."""
+    node = ros.start_node("dual_arm_torso", params={"markers.enabled": True,
+                                                    "streaming.max_joint_step": [0.002]})
+    client = RvizLikeClient(ros, node)
+    node.publish_full_state(START)
+    client.initialize()
+    tcp = tcp_at()
+    goal = moved(tcp[LEFT], (0.0, 0.03, 0.03))
+    since = client.count()
+    client.drag("left", [goal])
+    wait_until(lambda: client.controller.targets()["left"].status == "held", what="the held marker")
+    client.settle()
+    assert node.commands == [] and node.node.commands.held >= 1
+    assert client.controller.last_outcome.held and client.controller.solution is None
+    assert body_colour(client.last_full("left", since)) == pytest.approx(COLOURS["held"], abs=1e-6)
+    wait_until(lambda: any(m.ns == "left" and m.type == Marker.TEXT_VIEW_FACING and "HELD" in m.text
+                           for m in client.last_array().markers), what="the held text")
+    assert node.set_param("streaming.max_joint_step", [0.5]).successful
+    client.send("left", Feedback.BUTTON_CLICK)
+    node.wait_commands(1)
+    client.settle()
+    assert client.controller.targets()["left"].status == "ok"
+    assert_reaches(MODEL, command_q(node.commands[-1]), {LEFT: goal, RIGHT: tcp[RIGHT]})
+
+
 def test_marker_array_shows_target_versus_current_tcp(rig):
     """~/markers per end effector: target direction/up arrows from the target position along its
     +Z/+Y (local_axes tcp), current TCP arrows from FK of the joint state, a text with mm and
