@@ -84,7 +84,7 @@ _S = math.sqrt(0.5)
 #: Control orientations (x, y, z, w) that turn the control's +X onto the marker's X, Y, Z.
 _AXIS_ORIENTATIONS = {"x": (0.0, 0.0, 0.0, 1.0), "y": (0.0, 0.0, _S, _S), "z": (0.0, -_S, 0.0, _S)}
 
-#: The node's ``stream(candidate, publish, start, search, quiet=False)`` -> ``StreamOutcome``.
+#: The node's ``stream(candidate, publish, start, search, quiet=, approach=)`` -> ``StreamOutcome``.
 StreamFunction = Callable[..., Any]
 
 
@@ -426,7 +426,8 @@ class DragMarkers:
             return DirectionUpCandidate(targets=[target_message(e.name, p, m, e.local_axes)
                                                  for e, p, m in zip(config.end_effectors, targets, modes)])
 
-        outcome = self._stream_fn(candidate(poses), self.publishing, start, retry, quiet=True)
+        # The markers walk to their targets (below), rather than approach a step per command.
+        outcome = self._stream_fn(candidate(poses), self.publishing, start, retry, quiet=True, approach=False)
         if not outcome.held:
             return outcome
         tcp = self._robot.tcp_transforms(np.asarray(start, dtype=np.float64))
@@ -434,7 +435,8 @@ class DragMarkers:
         for k in range(1, steps + 1):
             last = k == steps
             targets = poses if last else [interpolate_pose(tcp[e], p, k / steps) for e, p in enumerate(poses)]
-            outcome = self._stream_fn(candidate(targets), self.publishing and last, start, retry and last)
+            outcome = self._stream_fn(candidate(targets), self.publishing and last, start, retry and last,
+                                      approach=False)
             response = outcome.response
             if last or not response.success or outcome.held:
                 return outcome

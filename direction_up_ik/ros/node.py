@@ -22,6 +22,7 @@ logs one line naming the parameter and exits with code 1.
 from __future__ import annotations
 
 import array
+import copy
 import sys
 import threading
 import time
@@ -52,12 +53,12 @@ from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, Para
                      bundled_end_effector_defaults, check_step_limits,
                      config_from_values, default_end_effector_names, end_effector_parameters,
                      load_group_solvers, load_robot_model)
-from .conversions import (RequestError, fill_response, search_options, settings_with_overrides, streaming_request,
-                          targets_from_candidates)
+from .conversions import (RequestError, fill_response, local_axes_of, search_options, settings_with_overrides,
+                          streaming_request, targets_from_candidates)
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .process import run_node
-from .streaming import CommandMemory, Jump, first_jump
+from .streaming import CommandMemory, Jump, approach_steps, first_jump, slerp
 
 Response = SolveDirectionUpIK.Response
 
@@ -83,13 +84,18 @@ class StreamOutcome:
         response: the SolveDirectionUpIK response (``success``: a candidate met the tolerances).
         start: (D,) joint state it started from (rad / m), or None when rejected before.
         jump: the step beyond ``streaming.max_joint_step`` that held the solution, or None.
-        published: whether the solution went out as the command.
+        published: whether a command went out.
+        command: (D,) the command published, or None; a step of an approach when
+            ``approach`` < 1, else the solution of ``response``.
+        approach: fraction of the way to the target the command solves (1: the target).
     """
 
     response: SolveDirectionUpIK.Response
     start: Optional[np.ndarray]
     jump: Optional[Jump]
     published: bool
+    command: Optional[np.ndarray] = None
+    approach: float = 1.0
 
     @property
     def held(self) -> bool:
@@ -346,12 +352,14 @@ class DirectionUpIKNode(Node):
         return q if np.all(np.isfinite(q)) else None
 
     def stream(self, candidate: DirectionUpCandidate, publish: bool, start: Optional[np.ndarray] = None,
-               search: bool = False, quiet: bool = False) -> StreamOutcome:
+               search: bool = False, quiet: bool = False, approach: bool = True) -> StreamOutcome:
         """Solve one streamed candidate from ``start`` (D,) (None: :meth:`streaming_start`) and
         publish its solution when ``publish``, unless a joint would step farther than
-        ``streaming.max_joint_step`` from the start: then it is held (counted and warned unless
-        ``quiet``: a caller that tries another way first). Never raises. ``search``: the node's
-        search instead of the single start (a marker's retry)."""
+        ``streaming.max_joint_step`` from the start. Then, with ``approach``, the farthest step
+        toward the target that stays within the limit is published (:meth:`_approach`); else,
+        or without one, the command is held (counted and warned unless ``quiet``: a caller that
+        tries another way first). Never raises. ``search``: the node's search instead of the
+        single start (a marker's retry)."""
         if self._robot is None:
             response = self.solve(streaming_request(candidate, False), SolveDirectionUpIK.Response())
             return StreamOutcome(response, None, None, False)
@@ -370,6 +378,21 @@ class DirectionUpIKNode(Node):
         jump = first_jump(start, q, limits)
         if jump is not None and quiet:
             return StreamOutcome(response, start, jump, False)
+        fraction = 1.0
+        if jump is not None and approach:
+            found = self._approach(candidate, start, limits)
+            if found is not None:
+                q, fraction = found
+                if fraction < 1.0:
+                    count = self.commands.count_approached()
+                    joint = self._robot.joint_names[jump.joint]
+                    response.message += (f"; approaching: {100 * fraction:.0f} % of the way (the target's "
+                                         f"solution moves joint '{joint}' by {jump.step:+.3f})")
+                    self.get_logger().warning(
+                        f"streamed target too far for one command ({count} approach steps so far): joint "
+                        f"'{joint}' would step {jump.step:+.3f} > streaming.max_joint_step {jump.limit:g}; "
+                        "commanding steps toward it", throttle_duration_sec=1.0)
+                jump = None
         if jump is not None:
             held = self.commands.count_held()
             joint = self._robot.joint_names[jump.joint]
@@ -382,7 +405,50 @@ class DirectionUpIKNode(Node):
         if publish:
             self.publish_command(q)
             response.message += "; command published"
-        return StreamOutcome(response, start, None, publish)
+        return StreamOutcome(response, start, None, publish, q if publish else None, fraction)
+
+    def _approach(self, candidate: DirectionUpCandidate, start: np.ndarray, limits: np.ndarray):
+        """The farthest step toward ``candidate`` from ``start`` (D,) that stays within ``limits``
+        (D,): sub-targets from the TCPs at ``start`` to the targets (positions on the line,
+        directions and ups on great circles, in each target's frame), each solved from the one
+        before and within the limits of it and of ``start``. (q (D,), fraction of the way) or
+        None when not even the first is."""
+        config = self._config
+        by_name = {e.name: (i, e) for i, e in enumerate(config.end_effectors)}
+        tcp = self._robot.tcp_transforms(np.asarray(start, dtype=np.float64))
+        starts, ends = [], []
+        for msg in candidate.targets:  # valid: the direct solve succeeded
+            i, ee = by_name[msg.end_effector]
+            pose = np.linalg.inv(self._frames[msg.frame_id]) @ tcp[i]
+            local_d, local_u = local_axes_of(msg, ee)
+            local_d, local_u = ((0.0, 0.0, 1.0), (0.0, 1.0, 0.0)) if local_d is None else (local_d, local_u)
+            unit = [np.asarray(v, dtype=np.float64) / np.linalg.norm(v) for v in
+                    (local_d, local_u, (msg.direction.x, msg.direction.y, msg.direction.z),
+                     (msg.up.x, msg.up.y, msg.up.z))]
+            free_d, free_u = msg.mode == msg.MODE_POSITION, msg.mode != msg.MODE_FULL
+            starts.append((pose[:3, 3], None if free_d else pose[:3, :3] @ unit[0],
+                           None if free_u else pose[:3, :3] @ unit[1]))
+            ends.append((np.array((msg.position.x, msg.position.y, msg.position.z)),
+                         None if free_d else unit[2], None if free_u else unit[3]))
+        steps = approach_steps(starts, ends)
+        names, best, q_prev = list(self._robot.joint_names), None, start
+        for k in range(1, steps + 1):
+            s = k / steps
+            sub = copy.deepcopy(candidate)
+            for msg, (p0, d0, u0), (p1, d1, u1) in zip(sub.targets, starts, ends):
+                msg.position.x, msg.position.y, msg.position.z = (float(v) for v in (1.0 - s) * p0 + s * p1)
+                if d0 is not None:
+                    msg.direction.x, msg.direction.y, msg.direction.z = (float(v) for v in slerp(d0, d1, s))
+                if u0 is not None:
+                    msg.up.x, msg.up.y, msg.up.z = (float(v) for v in slerp(u0, u1, s))
+            response = self.solve(streaming_request(sub, False, names, q_prev), SolveDirectionUpIK.Response())
+            if not response.success:
+                break
+            q = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
+            if first_jump(q_prev, q, limits) is not None or first_jump(start, q, limits) is not None:
+                break
+            best, q_prev = (q, s), q
+        return best
 
     # -------------------------------------------------------------- solving
     def solve(self, request, response):

@@ -9,13 +9,17 @@ controller cycle or more (or never move, with no robot behind the command). Two 
   ``last_command``), else from the joint states. Each command of a stream thus starts from
   the one before, and after a pause the robot's own state is the start again.
 * **Step limit**: a solution whose joints move more than ``streaming.max_joint_step`` (rad
-  or m per command, one value or one per joint) from that start is held: not published,
-  counted, and a warning names the joint. The next target is solved from the same start,
-  so the stream goes on as soon as a continuous solution exists.
+  or m per command, one value or one per joint) from that start is not published. The node
+  then **approaches** the target: sub-targets on the way from the TCPs at the start to it
+  (:func:`approach_steps`, :func:`slerp`), each solved from the one before, and publishes the
+  farthest whose solution stays within the limit of the start (and of the sub-step before):
+  the robot catches up along a continuous path, a step per command. When not even the first
+  sub-step is continuous the command is held: counted, and a warning names the joint.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
@@ -23,6 +27,11 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 START_FROM_CHOICES = ("last_command", "joint_states")
+#: Spacing of an approach's sub-targets, m and rad (a step of the arm's joints well inside
+#: the default limit at arm-length levers), and the most sub-targets of one approach.
+APPROACH_STEP_M = 0.01
+APPROACH_STEP_RAD = 0.03
+MAX_APPROACH_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -60,11 +69,43 @@ def first_jump(start: np.ndarray, solution: np.ndarray, limits: np.ndarray) -> O
     return Jump(i, float(steps[i]), float(limits[i]))
 
 
+def slerp(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:
+    """The unit vector a fraction ``s`` in [0, 1] of the way from unit ``a`` to unit ``b`` (3,)
+    along the great circle (opposite vectors: about an axis normal to ``a``)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    axis = np.cross(a, b)
+    sin, cos = float(np.linalg.norm(axis)), float(np.dot(a, b))
+    total = math.atan2(sin, cos)
+    if sin < 1e-12:
+        if cos > 0.0:
+            return b.copy()
+        axis = np.cross(a, (1.0, 0.0, 0.0) if abs(a[0]) < 0.9 else (0.0, 1.0, 0.0))
+    axis /= np.linalg.norm(axis)
+    angle = s * total
+    # Rodrigues: a turned by angle about axis (axis is normal to a).
+    return a * math.cos(angle) + np.cross(axis, a) * math.sin(angle)
+
+
+def approach_steps(starts, targets) -> int:
+    """Sub-targets of an approach from ``starts`` to ``targets`` (per end effector
+    ``(position (3,), direction (3,) or None, up (3,) or None)``, None where the mode leaves the
+    axis free): enough for APPROACH_STEP_M / APPROACH_STEP_RAD each, 1 to MAX_APPROACH_STEPS."""
+    need = 1.0
+    for (p0, d0, u0), (p1, d1, u1) in zip(starts, targets):
+        need = max(need, float(np.linalg.norm(np.subtract(p1, p0))) / APPROACH_STEP_M)
+        for v0, v1 in ((d0, d1), (u0, u1)):
+            if v0 is not None and v1 is not None:
+                angle = math.acos(max(-1.0, min(1.0, float(np.dot(v0, v1)))))
+                need = max(need, angle / APPROACH_STEP_RAD)
+    return int(min(MAX_APPROACH_STEPS, math.ceil(need - 1e-9)))
+
+
 class CommandMemory:
     """The last published command and the streaming counters (thread-safe).
 
     ``published`` counts every command, ``held`` the streamed solutions not published
-    because of the step limit.
+    because of the step limit, ``approached`` the streamed commands that are a step of an
+    approach toward a target whose own solution was too far.
     """
 
     def __init__(self) -> None:
@@ -73,6 +114,7 @@ class CommandMemory:
         self._time = 0.0
         self.published = 0
         self.held = 0
+        self.approached = 0
 
     def record(self, q: np.ndarray, now: float) -> None:
         """A command ``q`` (D,) was published at ``now`` (monotonic seconds)."""
@@ -84,6 +126,11 @@ class CommandMemory:
         with self._lock:
             self.held += 1
             return self.held
+
+    def count_approached(self) -> int:
+        with self._lock:
+            self.approached += 1
+            return self.approached
 
     def forget(self) -> None:
         """Start the next stream from the joint states (e.g. after a new robot model)."""

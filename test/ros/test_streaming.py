@@ -1,6 +1,7 @@
 """Streaming without joint jumps (ros/streaming.py and the node's ``stream``): ~/target solves
-start from the last command while the joint states lag, and a solution that would move a
-joint farther than ``streaming.max_joint_step`` is held, counted, and the stream recovers."""
+start from the last command while the joint states lag; a solution that would move a joint
+farther than ``streaming.max_joint_step`` is approached a step per command, or held (counted)
+when no continuous step exists, and the stream recovers."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ rclpy = pytest.importorskip("rclpy")
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
 from direction_up_ik.ros.node import DirectionUpIKNode  # noqa: E402
-from direction_up_ik.ros.streaming import CommandMemory, first_jump, step_limits  # noqa: E402
+from direction_up_ik.ros.streaming import (CommandMemory, approach_steps, first_jump, slerp,  # noqa: E402
+                                           step_limits)
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
-from node_harness import candidate_at, to_parameters, wait_until, yaml_parameters  # noqa: E402
+from node_harness import (assert_reaches, candidate_at, to_parameters, wait_until,  # noqa: E402
+                          yaml_parameters)
 
 Response = SolveDirectionUpIK.Response
 MODEL = load_robot("ur5_like")
@@ -54,6 +57,20 @@ def test_last_command_expires_after_the_timeout():
     memory.forget()
     assert memory.last(now=10.5, timeout=1.0) is None
     assert (memory.published, memory.held, memory.count_held()) == (1, 0, 1)
+    assert (memory.approached, memory.count_approached()) == (0, 1)
+
+
+def test_slerp_and_approach_steps():
+    x, y = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])
+    np.testing.assert_allclose(slerp(x, y, 0.5), [math.sqrt(0.5), math.sqrt(0.5), 0.0], atol=1e-12)
+    np.testing.assert_allclose(slerp(x, y, 1.0), y, atol=1e-12)
+    half = slerp(x, -x, 0.5)  # opposite: a quarter turn about some normal axis
+    assert abs(np.dot(half, x)) < 1e-12 and math.isclose(np.linalg.norm(half), 1.0)
+    start = [(np.zeros(3), x, y)]
+    assert approach_steps(start, [(np.zeros(3), x, y)]) == 1
+    assert approach_steps(start, [(np.array([0.0, 0.0, 0.1]), x, y)]) == 10          # 1 cm each
+    assert approach_steps(start, [(np.zeros(3), y, None)]) == math.ceil((math.pi / 2) / 0.03)
+    assert approach_steps(start, [(np.array([50.0, 0, 0]), None, None)]) == 100       # capped
 
 
 # ----------------------------------------------------------------------------- the node
@@ -98,34 +115,65 @@ def test_targets_start_from_the_last_command_while_joint_states_lag(ros):
     assert steps.max() <= 0.1 + 1e-9 and node.node.commands.held == 0
     np.testing.assert_allclose(commands[-1], path[-1], atol=2e-2)
 
-    # From the joint states instead (live update): START -> the next target is 0.35 rad per joint.
+    # From the joint states instead (live update): START -> the next target is 0.35 rad per joint,
+    # too far for one command: a step toward it is published.
     assert node.set_param("streaming.start_from", "joint_states").successful
-    node.node._on_target(candidate_at(MODEL, START + 0.35, ["tool"]))
-    np.testing.assert_allclose(starts[-1], START)
-    assert node.node.commands.held == 1 and len(node.commands) == len(path)
+    solves = len(starts)
+    outcome = node.node.stream(candidate_at(MODEL, START + 0.35, ["tool"]), True)
+    np.testing.assert_allclose(starts[solves], START)
+    assert outcome.approach < 1.0 and node.node.commands.approached == 1
+    assert np.abs(outcome.command - START).max() <= 0.1 + 1e-9
 
 
-def test_a_jump_is_held_and_the_stream_recovers(ros):
-    """A target whose solution is far from the last command (a wrist turned 1 rad) is held: no
-    command, the counter says so; the next target near the stream publishes again."""
+def test_a_far_target_is_approached_a_step_per_command(ros):
+    """A target whose solution is far from the last command (the wrist turned 1 rad): not
+    published; the command is the farthest continuous step toward it within the limit, and
+    the following commands close the rest of the way."""
     node = _ur5(ros)
     node.node._on_target(candidate_at(MODEL, START + 0.05, ["tool"]))
     (first,) = node.wait_commands(1)
     far = START + 0.05
     far[5] += 1.0
+    target = candidate_at(MODEL, far, ["tool"])
+    outcome = node.node.stream(target, True)
+    assert outcome.response.success and outcome.published and not outcome.held
+    assert 0.0 < outcome.approach < 1.0 and "approaching" in outcome.response.message
+    np.testing.assert_allclose(outcome.start, _q(first))
+    step = outcome.command - _q(first)
+    assert np.abs(step).max() <= 0.1 + 1e-9 and step[5] > 0.05  # toward the target, within the limit
+    assert node.node.commands.approached == 1 and node.node.commands.held == 0
+    for _ in range(30):  # the same target again: each command one step closer, none a jump
+        outcome = node.node.stream(target, True)
+        if outcome.approach == 1.0:
+            break
+    commands = np.vstack([_q(first)] + [_q(c) for c in node.wait_commands(len(node.commands))[1:]])
+    assert outcome.approach == 1.0 and outcome.published
+    assert np.abs(np.diff(commands, axis=0)).max() <= 0.1 + 1e-9
+    # The solver's up error is the roll about the direction; the raw +Y angle adds the direction's.
+    assert_reaches(MODEL, commands[-1], {0: MODEL.tcp_transforms(far)[0]}, frame_tol=2e-2)
+
+
+def test_a_jump_is_held_and_the_stream_recovers(ros):
+    """With a limit below the first step of any approach the far target is held: no command,
+    the counter says so; the next target near the stream publishes again."""
+    node = _ur5(ros, **{"streaming.max_joint_step": [0.02]})
+    node.node._on_target(candidate_at(MODEL, START + 0.005, ["tool"]))
+    (first,) = node.wait_commands(1)
+    far = START + 0.005
+    far[1] -= 0.6  # the shoulder: a centimetre of approach already moves it more than 0.02
     outcome = node.node.stream(candidate_at(MODEL, far, ["tool"]), True)
     assert outcome.response.success and outcome.held and not outcome.published
-    assert (outcome.jump.joint, outcome.jump.limit) == (5, pytest.approx(0.1))
-    assert outcome.jump.step == pytest.approx(1.0, abs=0.05)
-    assert "held, not published: joint 'wrist_3_joint'" in outcome.response.message
+    assert (outcome.jump.joint, outcome.jump.limit) == (1, pytest.approx(0.02))
+    assert "held, not published: joint 'shoulder_lift_joint'" in outcome.response.message
     assert node.node.commands.held == 1 and len(node.commands) == 1
     np.testing.assert_allclose(outcome.start, _q(first))  # held: the stream's start stays
-    node.node._on_target(candidate_at(MODEL, START + 0.08, ["tool"]))
+    node.node._on_target(candidate_at(MODEL, START + 0.015, ["tool"]))
     node.wait_commands(2)
-    assert np.abs(_q(node.commands[1]) - _q(first)).max() <= 0.1 + 1e-9
-    # Per-joint limits: a generous wrist 3 lets the same target through.
-    assert node.set_param("streaming.max_joint_step", [0.1] * 5 + [2.0]).successful
-    assert node.node.stream(candidate_at(MODEL, far, ["tool"]), True).published
+    assert np.abs(_q(node.commands[1]) - _q(first)).max() <= 0.02 + 1e-9
+    # Per-joint limits: a generous shoulder lets the far target through at once.
+    assert node.set_param("streaming.max_joint_step", [0.02, 2.0, 2.0, 2.0, 0.02, 0.02]).successful
+    outcome = node.node.stream(candidate_at(MODEL, far, ["tool"]), True)
+    assert outcome.published and outcome.approach == 1.0, outcome.response.message
     node.wait_commands(3)
 
 
