@@ -50,3 +50,67 @@ def relay_never_started(alone, group: np.ndarray, quota: np.ndarray) -> np.ndarr
             else:
                 won += int(alone.success[i])
     return never
+
+
+# ----------------------------------------------------------------------------- a xacro robot
+#: xacro sample (write_xacro_robot): a planar chain of ``dof`` revolute joints about +Z, each link ``link_length`` m along +X,
+#: made by a recursive macro from the package "test_arm_description".
+XACRO_MACRO = """<?xml version="1.0"?>
+<robot xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:macro name="segment" params="prefix index count length">
+    <link name="${prefix}link_${index}"/>
+    <joint name="${prefix}joint_${index}" type="revolute">
+      <parent link="${prefix}link_${index - 1}"/>
+      <child link="${prefix}link_${index}"/>
+      <origin xyz="${length if index > 1 else 0} 0 0" rpy="0 0 0"/>
+      <axis xyz="0 0 1"/>
+      <limit lower="${-joint_range}" upper="${joint_range}" effort="10" velocity="1"/>
+    </joint>
+    <xacro:if value="${index &lt; count}">
+      <xacro:segment prefix="${prefix}" index="${index + 1}" count="${count}" length="${length}"/>
+    </xacro:if>
+  </xacro:macro>
+</robot>
+"""
+XACRO_COMMON = """<?xml version="1.0"?>
+<robot xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:property name="joint_range" value="2.5"/>
+</robot>
+"""
+XACRO_TOP = """<?xml version="1.0"?>
+<robot name="test_arm" xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:arg name="dof" default="3"/>
+  <xacro:arg name="prefix" default=""/>
+  <xacro:arg name="link_length" default="0.3"/>
+  <xacro:include filename="common.xacro"/>
+  <xacro:include filename="$(find test_arm_description)/urdf/segment.xacro"/>
+  <xacro:property name="prefix" value="$(arg prefix)"/>
+  <link name="${prefix}link_0"/>
+  <xacro:segment prefix="${prefix}" index="1" count="$(arg dof)" length="$(arg link_length)"/>
+  <link name="${prefix}tool"><visual><geometry>
+    <mesh filename="package://test_arm_description/meshes/tool.stl"/></geometry></visual></link>
+  <joint name="${prefix}tool_joint" type="fixed">
+    <parent link="${prefix}link_$(arg dof)"/>
+    <child link="${prefix}tool"/>
+    <origin xyz="$(arg link_length) 0 0" rpy="0 0 0"/>
+  </joint>
+</robot>
+"""
+
+
+def write_xacro_robot(root):
+    """Write the sample xacro robot under ``root`` (a pathlib.Path): the top file
+    ``robot/arm.urdf.xacro`` (args dof, prefix, link_length; includes ``common.xacro`` beside it
+    and ``$(find test_arm_description)/urdf/segment.xacro``) and the package in an ament index
+    at ``root/install``. Returns (top file, install prefix): put the prefix on AMENT_PREFIX_PATH."""
+    prefix = root / "install"
+    (prefix / "share" / "ament_index" / "resource_index" / "packages").mkdir(parents=True)
+    (prefix / "share" / "ament_index" / "resource_index" / "packages" / "test_arm_description").write_text("")
+    (prefix / "share" / "test_arm_description" / "urdf").mkdir(parents=True)
+    (prefix / "share" / "test_arm_description" / "urdf" / "segment.xacro").write_text(XACRO_MACRO)
+    robot = root / "robot"
+    robot.mkdir()
+    (robot / "common.xacro").write_text(XACRO_COMMON)
+    top = robot / "arm.urdf.xacro"
+    top.write_text(XACRO_TOP)
+    return top, prefix

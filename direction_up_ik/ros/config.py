@@ -355,6 +355,14 @@ def _check_range(name, value):
     return value
 
 
+def _finite_in_range(values, name, rule: str = "must be finite") -> float:
+    """The value of double parameter ``name``: finite (else ``rule``) and in its range."""
+    value = _number(values, name)
+    if not math.isfinite(value):
+        raise ConfigError(name, rule)
+    return _check_range(name, value)
+
+
 def _settings(cls, values: Mapping[str, Any], parameter_of):
     """``cls(**values)``; a broken rule becomes a ConfigError naming ``parameter_of(field)``."""
     try:
@@ -467,10 +475,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     command_type = get("command.type")
     if command_type not in COMMAND_TYPES:
         raise ConfigError("command.type", f"must be one of {list(COMMAND_TYPES)}, got {command_type!r}")
-    time_from_start = _number(values, "command.time_from_start")
-    if not math.isfinite(time_from_start):
-        raise ConfigError("command.time_from_start", "must be finite")
-    _check_range("command.time_from_start", time_from_start)
+    time_from_start = _finite_in_range(values, "command.time_from_start")
     active = tuple(get("active_joints") or ())
     if len(set(active)) != len(active):
         raise ConfigError("active_joints", f"names must be unique, got {list(active)}")
@@ -487,10 +492,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     _check_range("markers.rate_hz", rate)
     ints["limits.max_seeds"] = _check_range("limits.max_seeds", _number(values, "limits.max_seeds"))
     ints["service_queue_depth"] = _check_range("service_queue_depth", _number(values, "service_queue_depth"))
-    max_timeout = _number(values, "moveit.max_timeout")
-    if not math.isfinite(max_timeout):
-        raise ConfigError("moveit.max_timeout", "must be finite")
-    _check_range("moveit.max_timeout", max_timeout)
+    max_timeout = _finite_in_range(values, "moveit.max_timeout")
     solver, search_solver, search = settings_from_values(values)
     streaming = _streaming_values(values)
     return NodeConfig(
@@ -518,10 +520,7 @@ def _streaming_values(values: Mapping[str, Any]) -> Dict[str, Any]:
     start_from = values.get("streaming.start_from", PARAMETER_BY_NAME["streaming.start_from"].default)
     if start_from not in START_FROM_CHOICES:
         raise ConfigError("streaming.start_from", f"must be one of {list(START_FROM_CHOICES)}, got {start_from!r}")
-    timeout = _number(values, "streaming.last_command_timeout")
-    if not math.isfinite(timeout):
-        raise ConfigError("streaming.last_command_timeout", "must be finite (0 = no limit)")
-    _check_range("streaming.last_command_timeout", timeout)
+    timeout = _finite_in_range(values, "streaming.last_command_timeout", "must be finite (0 = no limit)")
     steps = values.get("streaming.max_joint_step", PARAMETER_BY_NAME["streaming.max_joint_step"].default)
     try:
         steps = tuple(float(v) for v in steps)

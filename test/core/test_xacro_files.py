@@ -1,6 +1,6 @@
-"""xacro robot descriptions (core/xacro_files.py): a small multi-file xacro written here, with
-macros, arguments, a relative include and a ``$(find pkg)`` include through a test ament index
-(a prefix in tmp_path on AMENT_PREFIX_PATH)."""
+"""xacro robot descriptions (core/xacro_files.py): a small multi-file xacro written by the test
+(helpers.write_xacro_robot) with macros, arguments, a relative include and a ``$(find pkg)``
+include through a test ament index (a prefix in tmp_path on AMENT_PREFIX_PATH)."""
 
 from __future__ import annotations
 
@@ -11,66 +11,14 @@ from direction_up_ik.core import RobotKinematics, xacro_to_urdf
 from direction_up_ik.core.errors import InputValidationError, RobotModelError
 from direction_up_ik.core.xacro_files import is_xacro_path, parse_xacro_args
 
+from helpers import write_xacro_robot
+
 pytest.importorskip("xacro")
-
-#: A planar chain of ``dof`` revolute joints about +Z, each link ``link_length`` m along +X,
-#: made by a recursive macro from the package "test_arm_description".
-MACRO = """<?xml version="1.0"?>
-<robot xmlns:xacro="http://www.ros.org/wiki/xacro">
-  <xacro:macro name="segment" params="prefix index count length">
-    <link name="${prefix}link_${index}"/>
-    <joint name="${prefix}joint_${index}" type="revolute">
-      <parent link="${prefix}link_${index - 1}"/>
-      <child link="${prefix}link_${index}"/>
-      <origin xyz="${length if index > 1 else 0} 0 0" rpy="0 0 0"/>
-      <axis xyz="0 0 1"/>
-      <limit lower="${-joint_range}" upper="${joint_range}" effort="10" velocity="1"/>
-    </joint>
-    <xacro:if value="${index &lt; count}">
-      <xacro:segment prefix="${prefix}" index="${index + 1}" count="${count}" length="${length}"/>
-    </xacro:if>
-  </xacro:macro>
-</robot>
-"""
-COMMON = """<?xml version="1.0"?>
-<robot xmlns:xacro="http://www.ros.org/wiki/xacro">
-  <xacro:property name="joint_range" value="2.5"/>
-</robot>
-"""
-TOP = """<?xml version="1.0"?>
-<robot name="test_arm" xmlns:xacro="http://www.ros.org/wiki/xacro">
-  <xacro:arg name="dof" default="3"/>
-  <xacro:arg name="prefix" default=""/>
-  <xacro:arg name="link_length" default="0.3"/>
-  <xacro:include filename="common.xacro"/>
-  <xacro:include filename="$(find test_arm_description)/urdf/segment.xacro"/>
-  <xacro:property name="prefix" value="$(arg prefix)"/>
-  <link name="${prefix}link_0"/>
-  <xacro:segment prefix="${prefix}" index="1" count="$(arg dof)" length="$(arg link_length)"/>
-  <link name="${prefix}tool"><visual><geometry>
-    <mesh filename="package://test_arm_description/meshes/tool.stl"/></geometry></visual></link>
-  <joint name="${prefix}tool_joint" type="fixed">
-    <parent link="${prefix}link_$(arg dof)"/>
-    <child link="${prefix}tool"/>
-    <origin xyz="$(arg link_length) 0 0" rpy="0 0 0"/>
-  </joint>
-</robot>
-"""
-
 
 @pytest.fixture
 def arm_xacro(tmp_path, monkeypatch):
-    """The top-level xacro (robot folder) and a package in a test ament index on AMENT_PREFIX_PATH."""
-    prefix = tmp_path / "install"
-    (prefix / "share" / "ament_index" / "resource_index" / "packages").mkdir(parents=True)
-    (prefix / "share" / "ament_index" / "resource_index" / "packages" / "test_arm_description").write_text("")
-    (prefix / "share" / "test_arm_description" / "urdf").mkdir(parents=True)
-    (prefix / "share" / "test_arm_description" / "urdf" / "segment.xacro").write_text(MACRO)
-    robot = tmp_path / "robot"
-    robot.mkdir()
-    (robot / "common.xacro").write_text(COMMON)
-    top = robot / "arm.urdf.xacro"
-    top.write_text(TOP)
+    """The sample xacro robot (helpers.write_xacro_robot), its package on AMENT_PREFIX_PATH."""
+    top, prefix = write_xacro_robot(tmp_path)
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
     return top
 

@@ -19,7 +19,7 @@ from std_msgs.msg import String  # noqa: E402
 from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
-from helpers import mid_range  # noqa: E402
+from helpers import mid_range, write_xacro_robot  # noqa: E402
 from node_harness import (CONFIG_DIR, NodeProcess, assert_exit_1_with_one_line, assert_reaches,  # noqa: E402
                           candidate_at, request, run_bad_configs, wait_until)
 
@@ -141,60 +141,18 @@ def test_waiting_refusing_and_coming_up_are_logged(ros_context):
 
 
 # ----------------------------------------------------------------------------- xacro urdf_path
-ARM_XACRO = """<?xml version="1.0"?>
-<robot name="xacro_arm" xmlns:xacro="http://www.ros.org/wiki/xacro">
-  <xacro:arg name="dof" default="2"/>
-  <xacro:include filename="$(find xacro_cell_description)/urdf/joint.xacro"/>
-  <link name="base_link"/>
-  <xacro:chain index="1" count="$(arg dof)"/>
-  <link name="tool"/>
-  <joint name="tool_joint" type="fixed">
-    <parent link="link_$(arg dof)"/><child link="tool"/><origin xyz="0.3 0 0"/>
-  </joint>
-</robot>
-"""
-JOINT_XACRO = """<?xml version="1.0"?>
-<robot xmlns:xacro="http://www.ros.org/wiki/xacro">
-  <xacro:macro name="chain" params="index count">
-    <link name="link_${index}"/>
-    <joint name="joint_${index}" type="revolute">
-      <parent link="${'base_link' if index == 1 else 'link_%d' % (index - 1)}"/>
-      <child link="link_${index}"/>
-      <origin xyz="${0 if index == 1 else 0.3} 0 0"/>
-      <axis xyz="0 ${index % 2} ${1 - index % 2}"/>
-      <limit lower="-2" upper="2" effort="1" velocity="1"/>
-    </joint>
-    <xacro:if value="${index &lt; count}"><xacro:chain index="${index + 1}" count="${count}"/></xacro:if>
-  </xacro:macro>
-</robot>
-"""
-
-
-@pytest.fixture
-def cell_xacro(tmp_path):
-    """A xacro robot whose macro lives in a package of a test ament index; (path, prefix)."""
-    prefix = tmp_path / "install"
-    index = prefix / "share" / "ament_index" / "resource_index" / "packages"
-    index.mkdir(parents=True)
-    (index / "xacro_cell_description").write_text("")
-    (prefix / "share" / "xacro_cell_description" / "urdf").mkdir(parents=True)
-    (prefix / "share" / "xacro_cell_description" / "urdf" / "joint.xacro").write_text(JOINT_XACRO)
-    path = tmp_path / "arm.urdf.xacro"
-    path.write_text(ARM_XACRO)
-    return path, prefix
-
-
-def test_a_xacro_urdf_path_with_arguments(ros, cell_xacro, monkeypatch):
-    path, prefix = cell_xacro
+def test_a_xacro_urdf_path_with_arguments(ros, tmp_path, monkeypatch):
+    """The sample xacro robot (helpers.write_xacro_robot: macros, args, an include, $(find))."""
+    path, prefix = write_xacro_robot(tmp_path)
     monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join([str(prefix), os.environ.get("AMENT_PREFIX_PATH", "")]))
     node = ros.start_node("panda_like", from_yaml=False, params={
-        "urdf_path": str(path), "xacro_args": ["dof:=4"], "end_effectors": ["tool"],
-        "end_effector.tool.link": "tool"})
-    assert node.joint_names == ["joint_1", "joint_2", "joint_3", "joint_4"]
+        "urdf_path": str(path), "xacro_args": ["dof:=4", "prefix:=cell_"], "end_effectors": ["tool"],
+        "end_effector.tool.link": "cell_tool"})
+    assert node.joint_names == ["cell_joint_1", "cell_joint_2", "cell_joint_3", "cell_joint_4"]
     q = np.array([0.3, -0.4, 0.5, 0.2])
     model = node.node._robot
     node.publish_full_state(q + 0.05)
-    response = node.solve(request(candidate_at(model, q, ["tool"], mode=1)))  # axis mode: 4 joints
+    response = node.solve(request(candidate_at(model, q, ["tool"], mode=2)))  # planar: position only
     assert response.error_code == Response.SUCCESS, response.message
 
 
