@@ -25,8 +25,9 @@ Behaviour:
   a slow solve never queues stale drags.
 * Success publishes the joint command (while publishing is on) and colours the
   markers green; failure publishes nothing, colours the dragged marker red and
-  logs the per-end-effector errors; a solution held by the step limit publishes
-  nothing and colours it orange. A failed (red) target is re-tried from the last
+  logs the per-end-effector errors. A drop farther than the step limit is walked
+  to (sub-targets, each solved from the one before, within the limit: the node's
+  ``stream``); when no continuous way exists it is held: nothing published, orange. A failed (red) target is re-tried from the last
   solution by the next drag, or by a click on its sphere, which solves with the
   node's multi-seed search (least joint motion; the step limit still applies).
 * Menu per marker: reset the target to the current TCP (and start the next solve
@@ -48,7 +49,6 @@ from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from geometry_msgs.msg import Point, Quaternion
-from scipy.spatial.transform import Rotation
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from visualization_msgs.msg import (InteractiveMarker, InteractiveMarkerControl,
@@ -71,12 +71,6 @@ COLOURS = {"idle": (0.55, 0.60, 0.95, 0.9), "ok": (0.10, 0.80, 0.25, 0.9),
            "failed": (0.95, 0.10, 0.10, 0.95), "held": (1.0, 0.55, 0.0, 0.95)}
 CURRENT_COLOUR = (0.15, 0.35, 1.0, 0.9)  # current TCP frame arrows in ~/markers
 MARKER_SCALE = 0.25       # m, size of the interactive marker's handles
-#: A drag whose direct solution is held by streaming.max_joint_step is walked in sub-targets
-#: this far apart (m, rad), each solved from the solution before, so that a far drop along a
-#: continuous path is not taken for a joint jump; at most MAX_DRAG_STEPS of them.
-DRAG_STEP_M = 0.02
-DRAG_STEP_RAD = 0.05
-MAX_DRAG_STEPS = 50
 DIRECTION_LENGTH = 0.12   # m, direction arrows in ~/markers
 UP_LENGTH = 0.07          # m, up arrows in ~/markers
 
@@ -84,7 +78,7 @@ _S = math.sqrt(0.5)
 #: Control orientations (x, y, z, w) that turn the control's +X onto the marker's X, Y, Z.
 _AXIS_ORIENTATIONS = {"x": (0.0, 0.0, 0.0, 1.0), "y": (0.0, 0.0, _S, _S), "z": (0.0, -_S, 0.0, _S)}
 
-#: The node's ``stream(candidate, publish, start, search, quiet=, approach=)`` -> ``StreamOutcome``.
+#: The node's ``stream(candidate, publish, start, search, approach=)`` -> ``StreamOutcome``.
 StreamFunction = Callable[..., Any]
 
 
@@ -103,27 +97,6 @@ def target_message(name: str, pose: np.ndarray, mode: str, local_axes: str) -> D
     msg.direction.x, msg.direction.y, msg.direction.z = (float(v) for v in pose[:3, d])
     msg.up.x, msg.up.y, msg.up.z = (float(v) for v in pose[:3, u])
     return msg
-
-
-def drag_steps(current, targets) -> int:
-    """Sub-steps of a drag from TCP poses ``current`` (E, 4, 4) to ``targets`` (E of (4, 4)):
-    enough for DRAG_STEP_M of translation and DRAG_STEP_RAD of rotation each, 1 to
-    MAX_DRAG_STEPS."""
-    need = 1.0
-    for a, b in zip(current, targets):
-        turn = float(Rotation.from_matrix(a[:3, :3].T @ b[:3, :3]).magnitude())
-        need = max(need, float(np.linalg.norm(b[:3, 3] - a[:3, 3])) / DRAG_STEP_M, turn / DRAG_STEP_RAD)
-    return int(min(MAX_DRAG_STEPS, math.ceil(need - 1e-9)))
-
-
-def interpolate_pose(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:
-    """The (4, 4) pose a fraction ``s`` in [0, 1] of the way from ``a`` to ``b``: position on
-    the straight line, rotation about the fixed axis of ``a``'s rotation onto ``b``'s."""
-    out = np.eye(4)
-    out[:3, 3] = (1.0 - s) * a[:3, 3] + s * b[:3, 3]
-    turn = Rotation.from_matrix(a[:3, :3].T @ b[:3, :3]).as_rotvec()
-    out[:3, :3] = a[:3, :3] @ Rotation.from_rotvec(s * turn).as_matrix()
-    return out
 
 
 def _angle(a: np.ndarray, b: np.ndarray) -> float:
@@ -205,19 +178,17 @@ class DragMarkers:
         config: returns the node's current :class:`NodeConfig` (end effectors,
             ``markers.*``, ``command.publish_streaming`` as the initial publishing state).
         joint_state: returns the latest (D,) joint positions, NaN where none was received.
-        stream: the node's ``stream(candidate, publish, start, search)``: solves from ``start``
-            (None: the node's streaming start), publishes the command when ``publish`` and the
-            solution is within the step limit.
-        streaming_start: the node's start of a streamed solve ((D,) or None), used until the
-            markers have a solution of their own.
+        stream: the node's ``stream(candidate, publish, start, search, approach)``: solves from
+            ``start`` (None: the node's streaming start: its last command or the joint
+            states), publishes the command when ``publish`` and the solution is within the step
+            limit or at the end of a continuous walk (``approach="walk"``).
     """
 
     def __init__(self, node: Node, robot, config: Callable[[], NodeConfig],
-                 joint_state: Callable[[], np.ndarray], stream: StreamFunction,
-                 streaming_start: Callable[[], Optional[np.ndarray]]) -> None:
+                 joint_state: Callable[[], np.ndarray], stream: StreamFunction) -> None:
         cfg = config()
         self._node, self._robot, self._config = node, robot, config
-        self._joint_state, self._stream_fn, self._streaming_start = joint_state, stream, streaming_start
+        self._joint_state, self._stream_fn = joint_state, stream
         self._solution: Optional[np.ndarray] = None  # (D,) last solution: the next solve's start
         self._retry = False  # the next solve re-tries a failed target with the search
         self._frame = robot.root_link
@@ -376,13 +347,10 @@ class DragMarkers:
     def _solve(self, dragged: Set[str]) -> None:
         config = self._config()
         with self._lock:
-            poses = [self._targets[e.name].pose.copy() for e in config.end_effectors]
-            modes = [self._targets[e.name].mode for e in config.end_effectors]
-            retry, self._retry = self._retry, False
+            candidate, retry, self._retry = self._candidate(config), self._retry, False
             start = self._solution if config.streaming_start_from == "last_command" else None
-        if start is None:
-            start = self._streaming_start()
-        outcome = self._walk(config, poses, modes, start, retry)
+        # A drop farther than one step is walked to along a continuous path (node._approach).
+        outcome = self._stream_fn(candidate, self.publishing, start, retry, approach="walk")
         response = outcome.response
         self.solve_count += 1
         self.last_response, self.last_outcome = response, outcome
@@ -414,34 +382,6 @@ class DragMarkers:
             self._node.get_logger().warning(
                 f"dragged {sorted(dragged)}: {response.message}" + (f" ({detail})" if detail else "")
                 + "; nothing published", throttle_duration_sec=1.0)
-
-    def _walk(self, config: NodeConfig, poses, modes, start: Optional[np.ndarray], retry: bool):
-        """Solve the targets ``poses`` ((4, 4) each, ee_id order) from ``start`` (D,). When that
-        solution is held (a joint would jump), walk there instead: sub-targets at most
-        DRAG_STEP_M / DRAG_STEP_RAD apart from the TCPs at ``start``, each solved from the one
-        before, so that a far drop along a continuous path is not taken for a jump. Only the
-        final solve may publish. Returns the outcome of the direct solve, or of the sub-step
-        that failed, was held, or reached the targets."""
-        def candidate(targets):
-            return DirectionUpCandidate(targets=[target_message(e.name, p, m, e.local_axes)
-                                                 for e, p, m in zip(config.end_effectors, targets, modes)])
-
-        # The markers walk to their targets (below), rather than approach a step per command.
-        outcome = self._stream_fn(candidate(poses), self.publishing, start, retry, quiet=True, approach=False)
-        if not outcome.held:
-            return outcome
-        tcp = self._robot.tcp_transforms(np.asarray(start, dtype=np.float64))
-        steps = drag_steps(tcp, poses)
-        for k in range(1, steps + 1):
-            last = k == steps
-            targets = poses if last else [interpolate_pose(tcp[e], p, k / steps) for e, p in enumerate(poses)]
-            outcome = self._stream_fn(candidate(targets), self.publishing and last, start, retry and last,
-                                      approach=False)
-            response = outcome.response
-            if last or not response.success or outcome.held:
-                return outcome
-            start = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
-        return outcome  # pragma: no cover - the loop returns at k == steps
 
     # ------------------------------------------------------------------ messages
     def _interactive_marker(self, target: EndEffectorTarget) -> InteractiveMarker:

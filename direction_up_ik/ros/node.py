@@ -186,8 +186,7 @@ class DirectionUpIKNode(Node):
             self._serve_moveit_bridge()
         # RViz interactive markers (markers.*): drag targets, solved through stream().
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
-                                    self.stream, self.streaming_start)
-                        if self._config.markers_enabled else None)
+                                    self.stream) if self._config.markers_enabled else None)
         self._warm_up_search()
         self._log_summary()
 
@@ -277,12 +276,12 @@ class DirectionUpIKNode(Node):
         values.update({p.name: p.value for p in params})
         try:
             config = config_from_values(values)
-            if self._robot is not None:
+            if self._robot is not None:  # else load_robot_model checks these when a model arrives
                 check_step_limits(config, self._robot.num_dofs)
-            for name in config.active_joints + config.command_joint_order:
-                if name not in self._joint_ids:
-                    field = "active_joints" if name in config.active_joints else "command.joint_order"
-                    raise ConfigError(field, f"unknown joint '{name}'; joints: {list(self._robot.joint_names)}")
+                for name in config.active_joints + config.command_joint_order:
+                    if name not in self._joint_ids:
+                        field = "active_joints" if name in config.active_joints else "command.joint_order"
+                        raise ConfigError(field, f"unknown joint '{name}'; joints: {list(self._robot.joint_names)}")
         except ConfigError as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         self._config = config
@@ -352,14 +351,14 @@ class DirectionUpIKNode(Node):
         return q if np.all(np.isfinite(q)) else None
 
     def stream(self, candidate: DirectionUpCandidate, publish: bool, start: Optional[np.ndarray] = None,
-               search: bool = False, quiet: bool = False, approach: bool = True) -> StreamOutcome:
+               search: bool = False, approach: str = "step") -> StreamOutcome:
         """Solve one streamed candidate from ``start`` (D,) (None: :meth:`streaming_start`) and
         publish its solution when ``publish``, unless a joint would step farther than
-        ``streaming.max_joint_step`` from the start. Then, with ``approach``, the farthest step
-        toward the target that stays within the limit is published (:meth:`_approach`); else,
-        or without one, the command is held (counted and warned unless ``quiet``: a caller that
-        tries another way first). Never raises. ``search``: the node's search instead of the
-        single start (a marker's retry)."""
+        ``streaming.max_joint_step`` from the start. Then :meth:`_approach` the target:
+        ``approach`` "step" (~/target) publishes the farthest continuous step toward it within
+        the limit, "walk" (marker drags) its solution at the end of a continuous path. Without
+        either the command is held (counted, warned). Never raises. ``search``: the node's
+        search instead of the single start (a marker's retry)."""
         if self._robot is None:
             response = self.solve(streaming_request(candidate, False), SolveDirectionUpIK.Response())
             return StreamOutcome(response, None, None, False)
@@ -376,11 +375,9 @@ class DirectionUpIKNode(Node):
         except ConfigError:  # cannot happen: live updates are checked against the model
             limits = np.full(self._robot.num_dofs, np.inf)
         jump = first_jump(start, q, limits)
-        if jump is not None and quiet:
-            return StreamOutcome(response, start, jump, False)
         fraction = 1.0
-        if jump is not None and approach:
-            found = self._approach(candidate, start, limits)
+        if jump is not None:
+            found = self._approach(candidate, start, limits, walk=approach == "walk")
             if found is not None:
                 q, fraction = found
                 if fraction < 1.0:
@@ -407,12 +404,14 @@ class DirectionUpIKNode(Node):
             response.message += "; command published"
         return StreamOutcome(response, start, None, publish, q if publish else None, fraction)
 
-    def _approach(self, candidate: DirectionUpCandidate, start: np.ndarray, limits: np.ndarray):
-        """The farthest step toward ``candidate`` from ``start`` (D,) that stays within ``limits``
-        (D,): sub-targets from the TCPs at ``start`` to the targets (positions on the line,
-        directions and ups on great circles, in each target's frame), each solved from the one
-        before and within the limits of it and of ``start``. (q (D,), fraction of the way) or
-        None when not even the first is."""
+    def _approach(self, candidate: DirectionUpCandidate, start: np.ndarray, limits: np.ndarray,
+                  walk: bool = False):
+        """A continuous way toward ``candidate`` from ``start`` (D,): sub-targets from the TCPs at
+        ``start`` to the targets (positions on the line, directions and ups on great circles, in
+        each target's frame), each solved from the one before and within ``limits`` (D,) of it.
+        Returns (q (D,), fraction of the way): the farthest sub-target also within the limits of
+        ``start``, or with ``walk`` the target itself; None when there is none (not even the
+        first sub-step, or with ``walk`` any sub-step breaks the way)."""
         config = self._config
         by_name = {e.name: (i, e) for i, e in enumerate(config.end_effectors)}
         tcp = self._robot.tcp_transforms(np.asarray(start, dtype=np.float64))
@@ -445,10 +444,10 @@ class DirectionUpIKNode(Node):
             if not response.success:
                 break
             q = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
-            if first_jump(q_prev, q, limits) is not None or first_jump(start, q, limits) is not None:
+            if first_jump(q_prev, q, limits) is not None or (not walk and first_jump(start, q, limits) is not None):
                 break
             best, q_prev = (q, s), q
-        return best
+        return best if not walk or (best is not None and best[1] == 1.0) else None
 
     # -------------------------------------------------------------- solving
     def solve(self, request, response):

@@ -64,6 +64,9 @@ def test_the_node_waits_for_the_topic_and_keeps_its_first_valid_model(ros):
     assert response.error_code == Response.NO_ROBOT_MODEL and not response.success
     assert topic in response.message and "robot_description_topic" in response.message
     node.state_pub.publish(_state(mid_range(PANDA)))           # no model: ignored, no error
+    # Joint names cannot be checked yet: taken now, checked against the model when it arrives.
+    assert node.set_param("active_joints", ["panda_joint1", "panda_joint2"]).successful
+    assert not node.set_param("streaming.max_joint_step", [0.0]).successful  # the rule alone is checked
     node.node._on_target(candidate_at(PANDA, mid_range(PANDA), ["tool"]))  # NO_ROBOT_MODEL, logged
     assert node.commands == [] and node.node._robot is None
 
@@ -75,6 +78,7 @@ def test_the_node_waits_for_the_topic_and_keeps_its_first_valid_model(ros):
     assert node.node._robot is None
     assert node.solve(request(candidate_at(PANDA, mid_range(PANDA), ["tool"]))).error_code == Response.NO_ROBOT_MODEL
 
+    assert node.set_param("active_joints", []).successful
     _publish(node, publisher, PANDA_URDF)
     assert node.node._robot is not None and node.joint_names == list(PANDA.joint_names)
     response = _solve_at_mid_range(node)
