@@ -73,7 +73,10 @@ def stats_ms(seconds) -> dict:
 
 #: The node's spec single start (its default is the search): the core side of the comparison
 #: is the spec's solve, so that the ratios measure the node's path, not the search's rounds.
-NODE_PARAMS = {"search.num_seeds": 0}
+#: The streamed targets are independent random poses, each matched to its command: solved from
+#: the joint state without the step limit (``benchmarks/bench_streaming.py`` measures those).
+NODE_PARAMS = {"search.num_seeds": 0, "streaming.start_from": "joint_states",
+               "streaming.max_joint_step": [1000.0]}
 
 
 def yaml_values() -> dict:

@@ -215,9 +215,10 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
                   "the start of ~/target solves (joint states lag it while a stream runs); 0 = no "
                   "limit", min_value=0.0, max_value=3600.0),
     ParameterSpec("streaming.max_joint_step", "double_array", [DEFAULT_MAX_JOINT_STEP], "rad or m per "
-                  "command; a ~/target or marker solution moving a joint farther from its start is "
-                  "held (not published, counted, warned); one value for every joint or one per joint; "
-                  "each > 0, .inf = no limit"),
+                  "command; a ~/target solution moving a joint farther from its start is approached a "
+                  "continuous step per command (a marker drop: walked to), or held (not published, "
+                  "counted, warned) when no continuous step exists; one value for every joint or one "
+                  "per joint; each > 0, .inf = no limit"),
     ParameterSpec("markers.enabled", "bool", False, "serve RViz interactive markers to drag the "
                   "end-effector targets (solved live, command published on success) and publish "
                   "~/markers (visualization_msgs/MarkerArray: target vs current TCP)", read_only=True),
