@@ -11,6 +11,7 @@ from .errors import (CandidateStructureError, DirectionUpIKError, DirectionValid
                      UnsupportedDeviceError)
 from .backend import solve_problem, warm_up_backend
 from .batch import robo_solve_ik_direction_up_multi_batch
+from .collision import CollisionGeometryWarning, CollisionReport, CollisionScene, Obstacle
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
@@ -19,10 +20,11 @@ from .settings import SearchSettings, SolverSettings
 from .targets import DirectionUpTarget
 
 __all__ = [
-    "CandidateStructureError", "DirectionUpIKError", "DirectionUpTarget",
+    "CandidateStructureError", "CollisionGeometryWarning", "CollisionReport", "CollisionScene",
+    "DirectionUpIKError", "DirectionUpTarget",
     "DirectionValidationError", "IKBatchResult", "IKProblem", "InputTypeError",
     "InputValidationError", "JointLimitError", "LocalAxisConfigurationError",
-    "NumericalFailure", "RobotKinematics", "RobotModelError", "SearchResult", "SearchSettings",
+    "NumericalFailure", "Obstacle", "RobotKinematics", "RobotModelError", "SearchResult", "SearchSettings",
     "SolverSettings", "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
     "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem", "warm_up_backend",
     "warm_up_search",
