@@ -141,7 +141,8 @@ class Parts(NamedTuple):
             cap_radius: (C,) radius, padding included; cap_body: (C,) int64 body.
         solid_node: (S,) int64 frame; solid_rot: (S, 3, 3), solid_pos: (S, 3) frame -> solid;
             solid_kind: (S,) int64 ``SOLID_*``; solid_half: (S, 3) box half edges or
-            (radius, radius, half length); solid_pad: (S,) padding; solid_body: (S,) int64.
+            (radius, radius, half length); solid_pad: (S,) padding; solid_body: (S,) int64;
+            solid_reach: (S,) the distance from its centre to its farthest point (pruning).
     """
 
     cap_node: np.ndarray
@@ -156,17 +157,26 @@ class Parts(NamedTuple):
     solid_half: np.ndarray
     solid_pad: np.ndarray
     solid_body: np.ndarray
+    solid_reach: np.ndarray
+
+    def kernel_tuple(self) -> tuple:
+        """The arrays the compiled check reads, in its order."""
+        return (self.cap_node, self.cap_a, self.cap_b, self.cap_radius, self.solid_node, self.solid_rot,
+                self.solid_pos, self.solid_kind, self.solid_half, self.solid_pad, self.solid_reach)
 
 
 class PairArrays(NamedTuple):
     """The elementary pairs of a scene: capsule-capsule ``cc`` (P, 2) and capsule-solid ``cs``
     (Q, 2) indices into :class:`Parts`; ``cc_pair`` (P,), ``cs_pair`` (Q,) the body pair
-    (index into ``CollisionScene.body_pairs``) each belongs to."""
+    (index into ``CollisionScene.body_pairs``) each belongs to; ``cs_group`` (Q, 2) the range
+    [start, end) of consecutive ``cs`` rows whose capsules cover one box (a solid-solid pair;
+    a row alone otherwise): a penetration is bounded for the whole box, not per capsule."""
 
     cc: np.ndarray
     cs: np.ndarray
     cc_pair: np.ndarray
     cs_pair: np.ndarray
+    cs_group: np.ndarray
 
 
 @dataclass
@@ -266,8 +276,11 @@ def _floats(text: Optional[str], count: int, default, what: str) -> np.ndarray:
 
 
 def _positive(element: ET.Element, attribute: str, what: str) -> float:
-    value = _floats(element.get(attribute), 1, [np.nan], f"{what} {attribute}")[0]
-    if not value >= 0.0:
+    try:
+        value = float(element.get(attribute, "nan"))
+    except ValueError:
+        value = np.nan
+    if not (math.isfinite(value) and value >= 0.0):
         raise RobotModelError(f"urdf: {what} needs a finite {attribute} >= 0, got {element.get(attribute)!r}")
     return float(value)
 
@@ -697,7 +710,7 @@ def _build_arrays(parts: List[_Part], body_pairs: List[Tuple[int, int]]) -> Tupl
             solid_index[key] = len(solids) - 1
         else:
             cap_index[key] = add_cap(part.node, part.a, part.b, part.radius, part.body)
-    cc, cs, cc_pair, cs_pair = [], [], [], []
+    cc, cs, cc_pair, cs_pair, cs_group = [], [], [], [], []
 
     def cover(part):
         if id(part) not in cover_index:
@@ -716,13 +729,16 @@ def _build_arrays(parts: List[_Part], body_pairs: List[Tuple[int, int]]) -> Tupl
                     continue
                 if first.is_solid and second.is_solid:
                     small, big = sorted((first, second), key=lambda s: float(np.prod(s.half)))
+                    start = len(cs)
                     for c in cover(small):
                         cs.append((c, solid_index[id(big)]))
                         cs_pair.append(index)
+                    cs_group.extend([(start, len(cs))] * (len(cs) - start))
                     continue
                 cap, solid = (second, first) if first.is_solid else (first, second)
                 cs.append((cap_index[id(cap)], solid_index[id(solid)]))
                 cs_pair.append(index)
+                cs_group.append((len(cs) - 1, len(cs)))
 
     def frozen(values, dtype, shape):
         out = np.ascontiguousarray(np.array(values, dtype=dtype).reshape(shape))
@@ -739,10 +755,12 @@ def _build_arrays(parts: List[_Part], body_pairs: List[Tuple[int, int]]) -> Tupl
         solid_kind=frozen([x[3] for x in solids], np.int64, (s,)),
         solid_half=frozen([x[4] for x in solids], np.float64, (s, 3)),
         solid_pad=frozen([x[5] for x in solids], np.float64, (s,)),
-        solid_body=frozen([x[6] for x in solids], np.int64, (s,)))
+        solid_body=frozen([x[6] for x in solids], np.int64, (s,)),
+        solid_reach=frozen([np.linalg.norm(x[4]) for x in solids], np.float64, (s,)))
     pairs_out = PairArrays(cc=frozen(cc, np.int64, (len(cc), 2)), cs=frozen(cs, np.int64, (len(cs), 2)),
                            cc_pair=frozen(cc_pair, np.int64, (len(cc_pair),)),
-                           cs_pair=frozen(cs_pair, np.int64, (len(cs_pair),)))
+                           cs_pair=frozen(cs_pair, np.int64, (len(cs_pair),)),
+                           cs_group=frozen(cs_group, np.int64, (len(cs_group), 2)))
     return parts_out, pairs_out
 
 
@@ -793,14 +811,22 @@ def solid_sdf(points: np.ndarray, kind: np.ndarray, half: np.ndarray) -> np.ndar
     return outside + np.minimum(np.maximum(np.maximum(u, v), w), 0.0)
 
 
+def separating_pushes(a: np.ndarray, b: np.ndarray, total: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """(..., 6) how far a capsule (segment a-b (..., 3) in the solid's frame, radius ``total``)
+    must move along +x, +y, +z, -x, -y, -z of the solid's frame to leave the solid's box
+    inflated by ``total``; the least of them bounds the penetration depth from above."""
+    reach = half + total[..., None]
+    return np.concatenate([np.maximum(reach - a, reach - b), np.maximum(reach + a, reach + b)], axis=-1)
+
+
 def capsule_solid_distance(a: np.ndarray, b: np.ndarray, radius: np.ndarray, kind: np.ndarray,
                            half: np.ndarray, pad: np.ndarray) -> np.ndarray:
     """(...,) lower bound of the signed distance between capsules (segment a-b (..., 3) in the
     solid's frame, ``radius``) and solids (``kind``, ``half``, inflated by ``pad``): the
     least signed distance of the segment to the solid (golden-section search of that convex
     function, less the remaining bracket times the segment length) minus the radii; when
-    penetrating, at most minus the translation that separates the segment from the solid's
-    box inflated by the radii (a bound of the penetration depth)."""
+    penetrating, at most minus the least of :func:`separating_pushes` (a bound of the
+    penetration depth)."""
     d = b - a
     length = np.sqrt(np.sum(d * d, axis=-1))
     lo, hi = np.zeros(length.shape), np.ones(length.shape)
@@ -821,14 +847,15 @@ def capsule_solid_distance(a: np.ndarray, b: np.ndarray, radius: np.ndarray, kin
     least = np.minimum(np.minimum(f1, f2) - length * (hi - lo), ends)
     total = radius + pad
     value = least - total
-    reach = half + total[..., None]
-    push = np.minimum(np.min(np.maximum(reach - a, reach - b), axis=-1),
-                      np.min(np.maximum(reach + a, reach + b), axis=-1))
+    push = np.min(separating_pushes(a, b, total, half), axis=-1)
     return np.where(value < 0.0, np.minimum(value, -push), value)
 
 
-def _pair_distances(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: np.ndarray) -> np.ndarray:
-    """(B, P + Q) signed distance bounds of every elementary pair (cc first, then cs)."""
+def _pair_distances(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: np.ndarray,
+                    only_touching: bool = False) -> np.ndarray:
+    """(B, P + Q) signed distance bounds of every elementary pair (cc first, then cs);
+    ``only_touching``: capsule-solid pairs that are apart for certain (segment to the solid's
+    centre beyond its reach) are left at +inf instead."""
     rot, pos = _node_frames(robot, q)
     cap_a = np.einsum("bcij,cj->bci", rot[:, parts.cap_node], parts.cap_a) + pos[:, parts.cap_node]
     cap_b = np.einsum("bcij,cj->bci", rot[:, parts.cap_node], parts.cap_b) + pos[:, parts.cap_node]
@@ -839,10 +866,30 @@ def _pair_distances(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: 
     solid_rot = np.einsum("bsij,sjk->bsik", rot[:, parts.solid_node], parts.solid_rot)
     solid_pos = np.einsum("bsij,sj->bsi", rot[:, parts.solid_node], parts.solid_pos) + pos[:, parts.solid_node]
     r, p = solid_rot[:, s], solid_pos[:, s]
-    local_a = np.einsum("bqji,bqj->bqi", r, cap_a[:, c] - p)
-    local_b = np.einsum("bqji,bqj->bqi", r, cap_b[:, c] - p)
-    cs = capsule_solid_distance(local_a, local_b, parts.cap_radius[c], parts.solid_kind[s],
-                                parts.solid_half[s], parts.solid_pad[s])
+    radius = np.broadcast_to(parts.cap_radius[c], r.shape[:2])
+    kind = np.broadcast_to(parts.solid_kind[s], r.shape[:2])
+    half = np.broadcast_to(parts.solid_half[s], r.shape[:2] + (3,))
+    pad = np.broadcast_to(parts.solid_pad[s], r.shape[:2])
+    if only_touching:
+        bound = segment_distance(cap_a[:, c], cap_b[:, c], p, p) - parts.solid_reach[s] - radius - pad
+        near = bound <= 0.0
+    else:
+        near = np.ones(r.shape[:2], dtype=bool)
+    cs = np.full(r.shape[:2], np.inf)
+    rn = r[near]
+    local_a = np.einsum("nji,nj->ni", rn, cap_a[:, c][near] - p[near])
+    local_b = np.einsum("nji,nj->ni", rn, cap_b[:, c][near] - p[near])
+    cs[near] = capsule_solid_distance(local_a, local_b, radius[near], kind[near], half[near], pad[near])
+    grouped = pairs.cs_group[:, 1] - pairs.cs_group[:, 0] > 1
+    if not only_touching and grouped.any():
+        # the capsules covering one box move together: the box's push along a direction is
+        # the largest of theirs, its bound the least over the directions
+        pushes = separating_pushes(local_a.reshape(cs.shape + (3,)), local_b.reshape(cs.shape + (3,)),
+                                   radius + pad, half)
+        starts = np.unique(pairs.cs_group[:, 0])
+        group_push = np.min(np.maximum.reduceat(pushes, starts, axis=1), axis=-1)
+        member = np.searchsorted(starts, pairs.cs_group[:, 0])
+        cs = np.where(grouped & (cs < 0.0), np.minimum(cs, -group_push[:, member]), cs)
     return np.concatenate([cc, cs], axis=1)
 
 
@@ -880,7 +927,7 @@ def pairwise_collisions(robot: RobotKinematics, parts: Parts, pairs: PairArrays,
     kernel = _compiled_pairwise()
     if kernel is not None:
         return kernel(robot, parts, pairs, q, num_pairs)
-    dist = _pair_distances(robot, parts, pairs, q)
+    dist = _pair_distances(robot, parts, pairs, q, only_touching=True)
     owner = np.concatenate([pairs.cc_pair, pairs.cs_pair])
     least = np.full((len(q), num_pairs), np.inf)
     for column in range(dist.shape[1]):
@@ -888,10 +935,78 @@ def pairwise_collisions(robot: RobotKinematics, parts: Parts, pairs: PairArrays,
     return least <= 0.0
 
 
+def _kernels():
+    """:mod:`.compiled.collision` when the backend's kernels are ready in this process and it
+    is loaded (``compiled.api.warm_up`` loads it with them), else None."""
+    from . import backend
+    if backend.kernel_state() != backend.KERNELS_READY:
+        return None
+    from .compiled import collision as kernels
+    return kernels if kernels.loaded() else None
+
+
+def _model_tuple(robot: RobotKinematics) -> tuple:
+    arrays = robot.kernel_arrays()
+    return (arrays.node_parent, arrays.node_dof, arrays.node_scale, arrays.node_offset, arrays.node_type,
+            arrays.node_rot, arrays.node_pos, arrays.node_rot_cross, arrays.node_rot_outer,
+            arrays.node_axis_parent)
+
+
 def _compiled_check():
-    """The compiled check (``compiled.collision``) when the kernels are ready, else None."""
-    return None
+    """The compiled form of :func:`pair_clearance` when ready, else None."""
+    kernels = _kernels()
+    if kernels is None:
+        return None
+
+    def run(robot, parts, pairs, q, stop_below):
+        b = len(q)
+        least, pair = np.empty(b), np.empty(b, dtype=np.int64)
+        kernels.clearance_rows(np.ascontiguousarray(q, dtype=np.float64), _model_tuple(robot), parts.kernel_tuple(),
+                               pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair, pairs.cs_group, float(stop_below), least, pair)
+        return least, pair
+    return run
 
 
 def _compiled_pairwise():
-    return None
+    """The compiled form of :func:`pairwise_collisions` when ready, else None."""
+    kernels = _kernels()
+    if kernels is None:
+        return None
+
+    def run(robot, parts, pairs, q, num_pairs):
+        out = np.empty((len(q), num_pairs), dtype=np.bool_)
+        kernels.pairwise_rows(np.ascontiguousarray(q, dtype=np.float64), _model_tuple(robot), parts.kernel_tuple(),
+                              pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair, pairs.cs_group, out)
+        return out
+    return run
+
+
+_WARM_UP_URDF = """<robot name='collision_warm_up'><link name='base'>
+  <collision><geometry><box size='0.2 0.2 0.1'/></geometry></collision></link>
+  <link name='l1'/><link name='l2'><collision><geometry><sphere radius='0.05'/></geometry></collision></link>
+  <link name='tip'><collision><geometry><box size='0.05 0.05 0.05'/></geometry></collision></link>
+  <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
+    <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+  <joint name='j2' type='prismatic'><parent link='l1'/><child link='l2'/>
+    <origin xyz='0.3 0 0'/><axis xyz='1 0 0'/><limit lower='0' upper='0.2' effort='1' velocity='1'/></joint>
+  <joint name='j3' type='revolute'><parent link='l2'/><child link='tip'/><origin xyz='0.2 0 0'/>
+    <axis xyz='0 1 0'/><limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
+</robot>"""
+
+
+def warm_up_kernels() -> None:
+    """Compile (or load from numba's cache) the compiled check on a tiny scene; called by the
+    backend's kernel warm-up (``compiled.api.warm_up``), so the same background preparation
+    makes it ready."""
+    from .compiled import collision as kernels
+    robot = RobotKinematics.from_urdf(_WARM_UP_URDF, ["tip"])
+    scene = CollisionScene.from_urdf(robot, _WARM_UP_URDF, obstacles=[
+        Obstacle.box((1, 1, 0.1), make_transform(np.eye(3), (0, 0, -0.5))),
+        Obstacle.cylinder(0.1, 0.3, make_transform(np.eye(3), (0.5, 0.5, 0)))])
+    parts, pairs, body_pairs = scene.arrays()
+    q = np.zeros((2, robot.num_dofs))
+    least, pair = np.empty(2), np.empty(2, dtype=np.int64)
+    kernels.clearance_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
+                           pairs.cs_pair, pairs.cs_group, 0.0, least, pair)
+    kernels.pairwise_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
+                          pairs.cs_pair, pairs.cs_group, np.empty((2, len(body_pairs)), dtype=np.bool_))

@@ -44,10 +44,11 @@ from typing import Callable, Optional
 import numpy as np
 
 from .backend import batch_threads, compiled_backend, compiled_module, solve_problem
-from .errors import NumericalFailure
+from .collision import CollisionScene
+from .errors import InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
-from .result import STOP_SUPERSEDED, IKBatchResult
+from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult
 from .seeds import LIBRARY_SIZE, library_for, pose_features, random_starts, start_bounds
 from .settings import SEARCH_SOLVER_DEFAULTS, search_settings, solver_settings
 from .targets import DirectionUpTarget
@@ -60,6 +61,9 @@ SPLIT_MIN_CANDIDATES = 128
 
 #: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
 AcceptFn = Callable[[int, np.ndarray], bool]
+#: row_filter(joint_q (n, D) float32) -> (n,) bool: the solutions kept (vectorised, thread-safe:
+#: the collision scene's check).
+RowFilter = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,10 @@ class SearchResult:
             success are not);
         successes: (B,) accepted successes per candidate; elapsed_s: wall time;
         timed_out: True when the time budget stopped the search;
-        iterations: (B,) int64 iterations summed over every start of the candidate's search.
+        iterations: (B,) int64 iterations summed over every start of the candidate's search;
+        clearance: (B,) float64 metres, with a ``collision_scene``: the clearance
+            (``CollisionReport.clearance``) of each candidate's returned ``joint_q``, > 0 for
+            every success; NaN without a scene (not checked).
     """
 
     result: IKBatchResult
@@ -89,6 +96,7 @@ class SearchResult:
     elapsed_s: float
     timed_out: bool
     iterations: np.ndarray
+    clearance: Optional[np.ndarray] = None
 
 
 _thread_local = threading.local()
@@ -193,7 +201,8 @@ def _limit_centers(problem: IKProblem):
 def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optional[float] = None,
                    max_rounds: Optional[int] = None, min_successes: int = 1,
                    selection: str = "least_motion", random_seed: Optional[int] = 0,
-                   accept: Optional[AcceptFn] = None, seeding: str = "nearest") -> SearchResult:
+                   accept: Optional[AcceptFn] = None, seeding: str = "nearest",
+                   collision_scene: Optional[CollisionScene] = None) -> SearchResult:
     """Run the search on a built problem (see :func:`robo_search_ik_direction_up`).
 
     The problem's settings are used as they are (build it with ``**SEARCH_SOLVER_DEFAULTS``
@@ -206,6 +215,41 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     options = search_settings(num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
                               min_successes=min_successes, selection=selection, random_seed=random_seed,
                               seeding=seeding)
+    row_filter = _collision_filter(problem, collision_scene)
+    found = _search_problem(problem, options, accept, row_filter)
+    if collision_scene is None:
+        return dataclasses.replace(found, clearance=np.full(problem.num_candidates, np.nan))
+    return _with_clearance(found, collision_scene)
+
+
+def _collision_filter(problem: IKProblem, scene: Optional[CollisionScene]) -> Optional[RowFilter]:
+    """The row filter of a search with ``scene`` (None: no scene); checks that it fits the robot."""
+    if scene is None:
+        return None
+    if not isinstance(scene, CollisionScene):
+        raise InputValidationError("collision_scene", f"must be a CollisionScene or None, got "
+                                                      f"{type(scene).__name__}")
+    if tuple(scene.robot.joint_names) != tuple(problem.robot.joint_names):
+        raise InputValidationError("collision_scene", "was built for another robot model (its joints "
+                                                      f"{list(scene.robot.joint_names)} differ)")
+    return scene.collision_free
+
+
+def _with_clearance(found: SearchResult, scene: CollisionScene) -> SearchResult:
+    """``found`` with each candidate's clearance; a candidate without a success whose reported
+    attempt converged in collision says so (``STOP_IN_COLLISION``)."""
+    result = found.result
+    clearance = scene.check(result.joint_q).clearance
+    reasons = tuple(STOP_IN_COLLISION if (reason == STOP_CONVERGED and not ok and gap <= 0.0) else reason
+                    for reason, ok, gap in zip(result.stop_reason, result.success.tolist(), clearance.tolist()))
+    if reasons != result.stop_reason:
+        result = dataclasses.replace(result, stop_reason=reasons)
+    return dataclasses.replace(found, result=result, clearance=clearance)
+
+
+def _search_problem(problem: IKProblem, options, accept: Optional[AcceptFn],
+                    row_filter: Optional[RowFilter]) -> SearchResult:
+    """:func:`search_problem` of validated ``options`` (a SearchSettings)."""
     num_seeds, time_budget, max_rounds = options.num_seeds, options.time_budget, options.max_rounds
     min_successes, selection, seeding = options.min_successes, options.selection, options.seeding
     random_seed = options.random_seed
@@ -213,8 +257,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     deadline = None if time_budget is None else start_time + float(time_budget)
     options = dict(num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
                    min_successes=min_successes, selection=selection, random_seed=random_seed,
-                   accept=accept, seeding=seeding)
-    if accept is None and seeding == "nearest":
+                   accept=accept, seeding=seeding, row_filter=row_filter)
+    if accept is None and row_filter is None and seeding == "nearest":
         found = _compiled_search(problem, num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
                                  min_successes=min_successes, selection=selection)
         if found is not None and found.used_up:
@@ -358,10 +402,12 @@ def _merge(parts) -> SearchResult:
 
 def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], max_rounds: Optional[int],
             min_successes: int, selection: str, random_seed, accept: Optional[AcceptFn], seeding: str,
-            parallel: Optional[bool], resume: Optional[_Compiled] = None):
+            parallel: Optional[bool], resume: Optional[_Compiled] = None,
+            row_filter: Optional[RowFilter] = None):
     """The search of validated options: (SearchResult with elapsed_s 0, (B,) selection score
     of each candidate's pick, inf = none). ``parallel``: of the solves (solve_problem's).
-    ``resume``: the rounds the compiled search ran (no callback), to go on from."""
+    ``resume``: the rounds the compiled search ran (no callback), to go on from.
+    ``row_filter``: rejects successes, like ``accept`` but a batch at a time."""
     b = problem.num_candidates
     if resume is not None:
         return _search_rounds(problem, resume.result, resume.rounds, resume.starts.copy(),
@@ -370,10 +416,10 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
                               resume.closest.copy(), num_seeds=num_seeds,
                               deadline=deadline, max_rounds=max_rounds, min_successes=min_successes,
                               selection=selection, random_seed=random_seed, accept=None, seeding=seeding,
-                              parallel=parallel)
+                              parallel=parallel, row_filter=row_filter)
     # Round 0: every candidate from the current state (the spec's local solve).
     first = solve_problem(problem, None, deadline, parallel=parallel)
-    if accept is None and selection == "least_motion" and min_successes == 1 \
+    if accept is None and row_filter is None and selection == "least_motion" and min_successes == 1 \
             and (num_seeds == 0 or first.success.all()):
         # Nothing left to search (the common single-target case): round 0's result
         # is the answer as it stands, without the bookkeeping below.
@@ -386,14 +432,16 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
                           np.full(b, np.inf), np.full(b, -1), np.zeros(b, dtype=np.int64), np.full(b, np.inf),
                           num_seeds=num_seeds, deadline=deadline,
                           max_rounds=max_rounds, min_successes=min_successes, selection=selection,
-                          random_seed=random_seed, accept=accept, seeding=seeding, parallel=parallel)
+                          random_seed=random_seed, accept=accept, seeding=seeding, parallel=parallel,
+                          row_filter=row_filter)
 
 
 def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts: np.ndarray,
                    successes: np.ndarray, best_score: np.ndarray, pick_round: np.ndarray, iterations: np.ndarray,
                    closest: np.ndarray, *, num_seeds: int,
                    deadline: Optional[float], max_rounds: Optional[int], min_successes: int, selection: str,
-                   random_seed, accept: Optional[AcceptFn], seeding: str, parallel: Optional[bool]):
+                   random_seed, accept: Optional[AcceptFn], seeding: str, parallel: Optional[bool],
+                   row_filter: Optional[RowFilter] = None):
     """:func:`_search`'s rounds of seeds after ``rounds`` rounds (0: ``first`` is round 0's
     result, still to be counted; else the rounds so far summed up in ``first``, one row per
     candidate: its pick, or its nearest attempt where ``pick_round`` is -1, with ``starts``,
@@ -427,6 +475,9 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         results.append(out)
         np.add.at(iterations, cand, out.iterations)
         ok = out.success.astype(bool)
+        if row_filter is not None and ok.any():
+            rows = np.flatnonzero(ok)
+            ok[rows] = row_filter(out.joint_q[rows])
         if accept is not None:
             for i in np.flatnonzero(ok):
                 ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
@@ -577,7 +628,7 @@ def robo_search_ik_direction_up(
         max_position_error: float, num_seeds: int = 4, time_budget: Optional[float] = None,
         max_rounds: Optional[int] = None, min_successes: int = 1, selection: str = "least_motion",
         random_seed: Optional[int] = 0, accept: Optional[AcceptFn] = None, seeding: str = "nearest",
-        joint_bounds=None, root_world_xform=None,
+        joint_bounds=None, root_world_xform=None, collision_scene: Optional[CollisionScene] = None,
         max_step_norm: float = SEARCH_SOLVER_DEFAULTS["max_step_norm"],
         jacobian: str = SEARCH_SOLVER_DEFAULTS["jacobian"],
         stall_window: int = SEARCH_SOLVER_DEFAULTS["stall_window"],
@@ -613,6 +664,11 @@ def robo_search_ik_direction_up(
             a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target,
             "random" uniform random states (slower, see docs/performance.md).
         accept: optional callback rejecting solutions (MoveIt's solution callback).
+        collision_scene: optional :class:`~.collision.CollisionScene` of this robot: a
+            candidate succeeds only with a collision-free solution (the seeds go on while
+            solutions collide; a candidate whose converged attempts all collided reports
+            ``stop_reason`` "in_collision"), and ``SearchResult.clearance`` is filled. Its
+            check runs in the Python rounds (:func:`_search`), not the compiled search.
         joint_bounds: optional (lower, upper) (D,) narrowing the limits for starts
             and solutions (MoveIt's consistency limits). The seed library is drawn in
             the bounds, so each distinct pair builds its own (a few milliseconds, the
@@ -638,4 +694,4 @@ def robo_search_ik_direction_up(
                             checked, joint_bounds=joint_bounds)
     return search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
                           min_successes=min_successes, selection=selection, random_seed=random_seed,
-                          accept=accept, seeding=seeding)
+                          accept=accept, seeding=seeding, collision_scene=collision_scene)

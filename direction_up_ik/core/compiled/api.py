@@ -17,6 +17,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..collision import warm_up_kernels as warm_up_collision
 from ..errors import NumericalFailure
 from ..kinematics import RobotKinematics
 from ..problem import IKProblem, build_problem
@@ -24,6 +25,7 @@ from ..result import IKBatchResult
 from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES,
                         SolverSettings)
 from ..targets import DirectionUpTarget
+from . import collision as collision_kernels
 from .iteration import run_serial
 from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
                      Leaves, Model, Search, State, Targets)
@@ -355,8 +357,9 @@ _ENTRY_POINTS = (run_serial, run_search, nearest_ranks)
 
 
 def kernels_loaded() -> bool:
-    """True once every kernel entry point is compiled or loaded in this process."""
-    return all(kernel.signatures for kernel in _ENTRY_POINTS)
+    """True once every kernel entry point (the collision check's too) is compiled or loaded in
+    this process."""
+    return all(kernel.signatures for kernel in _ENTRY_POINTS) and collision_kernels.loaded()
 
 
 def cache_is_warm() -> bool:
@@ -366,7 +369,7 @@ def cache_is_warm() -> bool:
         cache = kernel._cache
         if not isinstance(cache, KernelCache) or not cache._cache_file._load_index():
             return False
-    return True
+    return collision_kernels.cache_is_warm()
 
 
 def cache_folder() -> Optional[str]:
@@ -425,4 +428,5 @@ def warm_up() -> float:
     leaves = Leaves(np.zeros((3, 4)), np.arange(4, dtype=np.int64), np.array([0, 2, 4], dtype=np.int64),
                     np.zeros((3, 2)), np.zeros((3, 2)))
     nearest_ranks(tuple(leaves), np.zeros((1, 3)), 1, 2)
+    warm_up_collision()
     return time.perf_counter() - t0
