@@ -573,7 +573,7 @@ class CollisionScene:
         colliding pair of a state; the search's filter)."""
         q = self._states(joint_q)
         parts, pairs, _ = self.arrays()
-        clearance, _ = pair_clearance(self.robot, parts, pairs, q, stop_below=0.0)
+        clearance, _ = pair_clearance(self.robot, parts, pairs, q, stop_below=0.0, verdict_only=True)
         return clearance > 0.0
 
     def _states(self, joint_q) -> np.ndarray:
@@ -894,13 +894,14 @@ def _pair_distances(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: 
 
 
 def pair_clearance(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: np.ndarray,
-                   stop_below: float) -> Tuple[np.ndarray, np.ndarray]:
+                   stop_below: float, verdict_only: bool = False) -> Tuple[np.ndarray, np.ndarray]:
     """((B,) least distance, (B,) body pair of it (-1: no pair)) of (B, D) states ``q``; on the
     compiled kernel when it is ready, else with numpy. ``stop_below``: a state's pairs may stop
-    once one is below it (its distance is then that pair's, not necessarily the least)."""
+    once one is below it (its distance is then that pair's, not necessarily the least);
+    ``verdict_only``: only the sign of the distance matters (the kernel skips more)."""
     kernel = _compiled_check()
     if kernel is not None:
-        return kernel(robot, parts, pairs, q, stop_below)
+        return kernel(robot, parts, pairs, q, stop_below, verdict_only)
     return reference_clearance(robot, parts, pairs, q)
 
 
@@ -935,14 +936,22 @@ def pairwise_collisions(robot: RobotKinematics, parts: Parts, pairs: PairArrays,
     return least <= 0.0
 
 
+_READY_KERNELS = []  # the kernel module once it was found ready (it stays so)
+
+
 def _kernels():
     """:mod:`.compiled.collision` when the backend's kernels are ready in this process and it
     is loaded (``compiled.api.warm_up`` loads it with them), else None."""
+    if _READY_KERNELS:
+        return _READY_KERNELS[0]
     from . import backend
     if backend.kernel_state() != backend.KERNELS_READY:
         return None
     from .compiled import collision as kernels
-    return kernels if kernels.loaded() else None
+    if not kernels.loaded():
+        return None
+    _READY_KERNELS.append(kernels)
+    return kernels
 
 
 def _model_tuple(robot: RobotKinematics) -> tuple:
@@ -958,11 +967,12 @@ def _compiled_check():
     if kernels is None:
         return None
 
-    def run(robot, parts, pairs, q, stop_below):
+    def run(robot, parts, pairs, q, stop_below, verdict_only=False):
         b = len(q)
         least, pair = np.empty(b), np.empty(b, dtype=np.int64)
         kernels.clearance_rows(np.ascontiguousarray(q, dtype=np.float64), _model_tuple(robot), parts.kernel_tuple(),
-                               pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair, pairs.cs_group, float(stop_below), least, pair)
+                               pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair, pairs.cs_group, float(stop_below),
+                               bool(verdict_only), least, pair)
         return least, pair
     return run
 
@@ -1007,6 +1017,8 @@ def warm_up_kernels() -> None:
     q = np.zeros((2, robot.num_dofs))
     least, pair = np.empty(2), np.empty(2, dtype=np.int64)
     kernels.clearance_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
-                           pairs.cs_pair, pairs.cs_group, 0.0, least, pair)
+                           pairs.cs_pair, pairs.cs_group, 0.0, True, least, pair)
+    kernels.clearance_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
+                           pairs.cs_pair, pairs.cs_group, -np.inf, False, least, pair)
     kernels.pairwise_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
                           pairs.cs_pair, pairs.cs_group, np.empty((2, len(body_pairs)), dtype=np.bool_))

@@ -215,36 +215,77 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     options = search_settings(num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
                               min_successes=min_successes, selection=selection, random_seed=random_seed,
                               seeding=seeding)
-    row_filter = _collision_filter(problem, collision_scene)
-    found = _search_problem(problem, options, accept, row_filter)
     if collision_scene is None:
+        found = _search_problem(problem, options, accept, None)
         return dataclasses.replace(found, clearance=np.full(problem.num_candidates, np.nan))
-    return _with_clearance(found, collision_scene)
+    return _collision_search(problem, options, accept, _checked_scene(problem, collision_scene))
 
 
-def _collision_filter(problem: IKProblem, scene: Optional[CollisionScene]) -> Optional[RowFilter]:
-    """The row filter of a search with ``scene`` (None: no scene); checks that it fits the robot."""
-    if scene is None:
-        return None
+def _checked_scene(problem: IKProblem, scene) -> CollisionScene:
+    """``scene`` when it is a CollisionScene of this problem's robot."""
     if not isinstance(scene, CollisionScene):
         raise InputValidationError("collision_scene", f"must be a CollisionScene or None, got "
                                                       f"{type(scene).__name__}")
     if tuple(scene.robot.joint_names) != tuple(problem.robot.joint_names):
         raise InputValidationError("collision_scene", "was built for another robot model (its joints "
                                                       f"{list(scene.robot.joint_names)} differ)")
-    return scene.collision_free
+    return scene
 
 
-def _with_clearance(found: SearchResult, scene: CollisionScene) -> SearchResult:
-    """``found`` with each candidate's clearance; a candidate without a success whose reported
-    attempt converged in collision says so (``STOP_IN_COLLISION``)."""
-    result = found.result
-    clearance = scene.check(result.joint_q).clearance
+def _collision_search(problem: IKProblem, options, accept: Optional[AcceptFn], scene: CollisionScene) -> SearchResult:
+    """The search with a collision scene: first the search without it (the compiled one, when it
+    applies), whose answers mostly are collision-free already; then the candidates whose answer
+    collides again, from the start, in the time left, in the Python rounds with the scene's check
+    as a row filter (their colliding successes do not count, so their seeds go on)."""
+    start = time.perf_counter()
+    first = _search_problem(problem, options, accept, None)
+    report = scene.check(first.result.joint_q)
+    redo = np.flatnonzero((first.result.success == 1) & ~report.collision_free)
+    clearance = report.clearance
+    if len(redo):
+        left = None
+        if options.time_budget is not None:
+            # round 0 always runs: a spent budget still gives each candidate its current state
+            left = max(options.time_budget - (time.perf_counter() - start), 1e-9)
+        again = _search_problem(problem.select(redo), dataclasses.replace(options, time_budget=left), accept,
+                                scene.collision_free)
+        first = _splice(problem, options.selection, first, again, redo)
+        clearance = clearance.copy()
+        clearance[redo] = scene.check(again.result.joint_q).clearance
+    result = first.result
     reasons = tuple(STOP_IN_COLLISION if (reason == STOP_CONVERGED and not ok and gap <= 0.0) else reason
                     for reason, ok, gap in zip(result.stop_reason, result.success.tolist(), clearance.tolist()))
     if reasons != result.stop_reason:
         result = dataclasses.replace(result, stop_reason=reasons)
-    return dataclasses.replace(found, result=result, clearance=clearance)
+    return dataclasses.replace(first, result=result, clearance=clearance, elapsed_s=time.perf_counter() - start)
+
+
+def _splice(problem: IKProblem, selection: str, found: SearchResult, again: SearchResult,
+            rows: np.ndarray) -> SearchResult:
+    """``found`` with candidates ``rows`` replaced by ``again`` (their new search); starts and
+    iterations add up, ``best_index`` is chosen anew."""
+    old, new = found.result, again.result
+
+    def put(field):
+        values = getattr(old, field).copy()
+        values[rows] = getattr(new, field)
+        return values
+    reasons = list(old.stop_reason)
+    for i, row in enumerate(rows.tolist()):
+        reasons[row] = new.stop_reason[i]
+    success, cost, joint_q = put("success"), put("cost"), put("joint_q")
+    score = selection_score(problem, joint_q, np.where(success == 1, cost, np.inf), selection)
+    result = IKBatchResult(
+        joint_q=joint_q, success=success, cost=cost, best_index=int(np.argmin(score)) if success.any() else None,
+        position_error=put("position_error"), direction_error=put("direction_error"), up_error=put("up_error"),
+        iterations=put("iterations"), stop_reason=tuple(reasons), active_dof_ids=old.active_dof_ids,
+        backend=_backends([old, new]))
+    starts, iterations, successes = found.starts.copy(), found.iterations.copy(), found.successes.copy()
+    starts[rows] += again.starts
+    iterations[rows] += again.iterations
+    successes[rows] = again.successes
+    return SearchResult(result=result, rounds=max(found.rounds, again.rounds), starts=starts, successes=successes,
+                        elapsed_s=0.0, timed_out=found.timed_out or again.timed_out, iterations=iterations)
 
 
 def _search_problem(problem: IKProblem, options, accept: Optional[AcceptFn],

@@ -192,7 +192,9 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
                      mode, stop_below, cc_pair, cs_pair, cs_group, pair_least):
     """One state's pairs. mode 0: returns (least distance, its elementary pair), pruning and
     stopping below ``stop_below``; mode 1: fills ``pair_least`` (body pairs) with each body
-    pair's distance where it may be <= 0 (pruned pairs keep +inf)."""
+    pair's distance where it may be <= 0 (pruned pairs keep +inf); mode 2 (the verdict only):
+    as 0, but skips every pair that is apart for certain and stops at the first distance <= 0
+    (the least it returns is then only right in its sign)."""
     (parent, dof, scale, offset, kind, node_rot, node_pos, rot_cross, rot_outer, axis_parent) = model
     (cap_node, cap_a_local, cap_b_local, cap_radius, solid_node, solid_rot, solid_pos, solid_kind,
      solid_half, solid_pad, solid_reach) = parts
@@ -213,7 +215,7 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
                 pair_least[cc_pair[p]] = value
         elif value < best:
             best, best_pair = value, p
-            if best < stop_below:
+            if best < stop_below or (mode == 2 and best <= 0.0):
                 return best, best_pair
     for p in range(len(cs)):
         c, s = cs[p, 0], cs[p, 1]
@@ -223,7 +225,7 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
             - solid_pad[s]
         # apart for certain (bound > 0: the value is the distance, at least the bound) and no
         # nearer than the least so far
-        if bound > 0.0 and (mode == 1 or bound > best):
+        if bound > 0.0 and (mode != 0 or bound > best):
             continue
         _local_ends(rot, node, solid_rot, s, cap_a, cap_b, c, centre, world_rot, loc_a, loc_b)
         value = capsule_solid_distance(loc_a[0], loc_a[1], loc_a[2], loc_b[0], loc_b[1], loc_b[2], cap_radius[c],
@@ -246,15 +248,17 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
                 pair_least[cs_pair[p]] = value
         elif value < best:
             best, best_pair = value, len(cc) + p
-            if best < stop_below:
+            if best < stop_below or (mode == 2 and best <= 0.0):
                 return best, best_pair
     return best, best_pair
 
 
 @njit(**_OPTIONS)
-def clearance_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, stop_below, out_least, out_pair):
+def clearance_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, stop_below, verdict_only, out_least,
+                   out_pair):
     """For each state q[b] (B, D): out_least[b] its least pair distance (or the first below
-    ``stop_below``), out_pair[b] that pair's body pair (-1: no pair)."""
+    ``stop_below``), out_pair[b] that pair's body pair (-1: no pair). ``verdict_only``: only
+    the sign of out_least is right (whether the state collides), found sooner."""
     k = len(model[0]) + 1
     c_count = len(parts[0])
     rot, pos = np.empty((k, 3, 3)), np.empty((k, 3))
@@ -263,7 +267,8 @@ def clearance_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, stop_bel
     unused = np.empty(0)
     for b in range(q.shape[0]):
         best, p = _state_distances(q[b], model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc_b, centre,
-                                   world_rot, 0, stop_below, cc_pair, cs_pair, cs_group, unused)
+                                   world_rot, 2 if verdict_only else 0, stop_below, cc_pair, cs_pair, cs_group,
+                                   unused)
         out_least[b] = best
         if p < 0:
             out_pair[b] = -1
