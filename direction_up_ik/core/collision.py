@@ -40,6 +40,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import backend
 from .errors import DirectionUpIKError, InputValidationError, RobotModelError
 from .kinematics import RobotKinematics, random_in_limits, validate_transform
 from .rotations import make_transform, rpy_to_matrix
@@ -941,10 +942,9 @@ _READY_KERNELS = []  # the kernel module once it was found ready (it stays so)
 
 def _kernels():
     """:mod:`.compiled.collision` when the backend's kernels are ready in this process and it
-    is loaded (``compiled.api.warm_up`` loads it with them), else None."""
+    is loaded (``compiled.api.warm_up`` loads it with them: ``compiled.collision.warm_up``), else None."""
     if _READY_KERNELS:
         return _READY_KERNELS[0]
-    from . import backend
     if backend.kernel_state() != backend.KERNELS_READY:
         return None
     from .compiled import collision as kernels
@@ -989,36 +989,3 @@ def _compiled_pairwise():
                               pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair, pairs.cs_group, out)
         return out
     return run
-
-
-_WARM_UP_URDF = """<robot name='collision_warm_up'><link name='base'>
-  <collision><geometry><box size='0.2 0.2 0.1'/></geometry></collision></link>
-  <link name='l1'/><link name='l2'><collision><geometry><sphere radius='0.05'/></geometry></collision></link>
-  <link name='tip'><collision><geometry><box size='0.05 0.05 0.05'/></geometry></collision></link>
-  <joint name='j1' type='revolute'><parent link='base'/><child link='l1'/><axis xyz='0 0 1'/>
-    <limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
-  <joint name='j2' type='prismatic'><parent link='l1'/><child link='l2'/>
-    <origin xyz='0.3 0 0'/><axis xyz='1 0 0'/><limit lower='0' upper='0.2' effort='1' velocity='1'/></joint>
-  <joint name='j3' type='revolute'><parent link='l2'/><child link='tip'/><origin xyz='0.2 0 0'/>
-    <axis xyz='0 1 0'/><limit lower='-3' upper='3' effort='1' velocity='1'/></joint>
-</robot>"""
-
-
-def warm_up_kernels() -> None:
-    """Compile (or load from numba's cache) the compiled check on a tiny scene; called by the
-    backend's kernel warm-up (``compiled.api.warm_up``), so the same background preparation
-    makes it ready."""
-    from .compiled import collision as kernels
-    robot = RobotKinematics.from_urdf(_WARM_UP_URDF, ["tip"])
-    scene = CollisionScene.from_urdf(robot, _WARM_UP_URDF, obstacles=[
-        Obstacle.box((1, 1, 0.1), make_transform(np.eye(3), (0, 0, -0.5))),
-        Obstacle.cylinder(0.1, 0.3, make_transform(np.eye(3), (0.5, 0.5, 0)))])
-    parts, pairs, body_pairs = scene.arrays()
-    q = np.zeros((2, robot.num_dofs))
-    least, pair = np.empty(2), np.empty(2, dtype=np.int64)
-    kernels.clearance_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
-                           pairs.cs_pair, pairs.cs_group, 0.0, True, least, pair)
-    kernels.clearance_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
-                           pairs.cs_pair, pairs.cs_group, -np.inf, False, least, pair)
-    kernels.pairwise_rows(q, _model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair,
-                          pairs.cs_pair, pairs.cs_group, np.empty((2, len(body_pairs)), dtype=np.bool_))

@@ -97,6 +97,9 @@ def test_compiled_check_equals_the_reference(compiled_kernels):
     assert np.array_equal(hits, expected)
     # the search's filter stops at the first colliding pair; its verdict is the same
     assert np.array_equal(scene.collision_free(states), ref_least > 0.0)
+    # the warm-up compiled the very signature real scenes use: no compile in a request
+    from direction_up_ik.core.compiled import collision as kernels
+    assert [len(kernel.signatures) for kernel in kernels.ENTRY_POINTS] == [1, 1]
 
 
 # ------------------------------------------------------------------------ pair selection

@@ -17,7 +17,6 @@ from typing import Optional
 
 import numpy as np
 
-from ..collision import warm_up_kernels as warm_up_collision
 from ..errors import NumericalFailure
 from ..kinematics import RobotKinematics
 from ..problem import IKProblem, build_problem
@@ -428,5 +427,5 @@ def warm_up() -> float:
     leaves = Leaves(np.zeros((3, 4)), np.arange(4, dtype=np.int64), np.array([0, 2, 4], dtype=np.int64),
                     np.zeros((3, 2)), np.zeros((3, 2)))
     nearest_ranks(tuple(leaves), np.zeros((1, 3)), 1, 2)
-    warm_up_collision()
+    collision_kernels.warm_up()
     return time.perf_counter() - t0

@@ -298,6 +298,38 @@ def pairwise_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, out):
 ENTRY_POINTS = (clearance_rows, pairwise_rows)
 
 
+def _frozen(values, dtype, shape=None):
+    out = np.ascontiguousarray(np.array(values, dtype=dtype))
+    if shape is not None:
+        out = np.ascontiguousarray(out.reshape(shape))
+    out.setflags(write=False)
+    return out
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) both kernels with arguments of exactly the types
+    the core passes (read-only C arrays of ``RobotKinematics.kernel_arrays`` and
+    ``collision.Parts``; a tiny two-joint model, capsules and a box), so that no real call
+    compiles another signature (tested)."""
+    f8, i8 = np.float64, np.int64
+    eye = np.tile(np.eye(3), (2, 1, 1))
+    model = (_frozen([-1, 0], i8), _frozen([0, 1], i8), _frozen([1.0, 1.0], f8), _frozen([0.0, 0.0], f8),
+             _frozen([0, 1], i8), _frozen(eye, f8), _frozen([[0, 0, 0.1], [0.2, 0, 0]], f8),
+             _frozen(np.zeros((2, 3, 3)), f8), _frozen(np.zeros((2, 3, 3)), f8), _frozen([[0, 0, 1], [1, 0, 0]], f8))
+    parts = (_frozen([0, 1, -1], i8), _frozen([[0, 0, 0], [0, 0, 0], [0.5, 0.5, 0.5]], f8),
+             _frozen([[0.1, 0, 0], [0, 0, 0.1], [0.5, 0.5, 0.5]], f8), _frozen([0.05, 0.05, 0.1], f8),
+             _frozen([-1], i8), _frozen(np.eye(3)[None], f8), _frozen([[0, 0, -0.2]], f8), _frozen([0], i8),
+             _frozen([[0.5, 0.5, 0.05]], f8), _frozen([0.0], f8), _frozen([0.71], f8))
+    cc, cc_pair = _frozen([[0, 2]], i8, (1, 2)), _frozen([0], i8)
+    cs, cs_pair = _frozen([[0, 0], [1, 0]], i8, (2, 2)), _frozen([1, 1], i8)
+    cs_group = _frozen([[0, 2], [0, 2]], i8, (2, 2))
+    q = np.zeros((2, 2))
+    least, pair = np.empty(2), np.empty(2, dtype=np.int64)
+    for verdict_only in (False, True):
+        clearance_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, 0.0, verdict_only, least, pair)
+    pairwise_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, np.empty((2, 2), dtype=np.bool_))
+
+
 def loaded() -> bool:
     """True once both kernels are compiled or loaded in this process."""
     return all(kernel.signatures for kernel in ENTRY_POINTS)
