@@ -11,7 +11,7 @@ from .errors import (CandidateStructureError, DirectionUpIKError, DirectionValid
                      UnsupportedDeviceError)
 from .backend import solve_problem, warm_up_backend
 from .batch import robo_solve_ik_direction_up_multi_batch
-from .collision import CollisionGeometryWarning, CollisionReport, CollisionScene, Obstacle
+from .collision import BodyPart, CollisionGeometryWarning, CollisionReport, CollisionScene, Obstacle
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
@@ -20,7 +20,7 @@ from .settings import SearchSettings, SolverSettings
 from .targets import DirectionUpTarget
 
 __all__ = [
-    "CandidateStructureError", "CollisionGeometryWarning", "CollisionReport", "CollisionScene",
+    "BodyPart", "CandidateStructureError", "CollisionGeometryWarning", "CollisionReport", "CollisionScene",
     "DirectionUpIKError", "DirectionUpTarget",
     "DirectionValidationError", "IKBatchResult", "IKProblem", "InputTypeError",
     "InputValidationError", "JointLimitError", "LocalAxisConfigurationError",

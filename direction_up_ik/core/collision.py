@@ -131,6 +131,28 @@ class CollisionReport:
     closest_pair: Tuple[Tuple[str, str], ...]
 
 
+class BodyPart(NamedTuple):
+    """One part of a checked body placed at a joint state, in the root frame (metres): what
+    :meth:`CollisionScene.bodies_at` lists for markers and pictures.
+
+    Attributes:
+        body: the link or obstacle name.
+        kind: "sphere", "capsule" (a segment swept by ``radius``), "box" or "cylinder".
+        a, b: (3,) segment ends (sphere and capsule; equal for a sphere), else None.
+        radius: sphere or capsule radius; for a box or cylinder the padding around it.
+        pose: (4, 4) root -> box / cylinder (axis local Z), else None.
+        size: box (x, y, z) edges, cylinder (radius, length), else None.
+    """
+
+    body: str
+    kind: str
+    a: Optional[np.ndarray]
+    b: Optional[np.ndarray]
+    radius: float
+    pose: Optional[np.ndarray]
+    size: Optional[Tuple[float, ...]]
+
+
 # ------------------------------------------------------------------------------ parts
 class Parts(NamedTuple):
     """Capsules and solids of a scene, each fixed in a frame (a model node, or -1: the root).
@@ -139,7 +161,8 @@ class Parts(NamedTuple):
 
     Attributes:
         cap_node: (C,) int64 frame; cap_a, cap_b: (C, 3) segment ends in that frame;
-            cap_radius: (C,) radius, padding included; cap_body: (C,) int64 body.
+            cap_radius: (C,) radius, padding included; cap_body: (C,) int64 body;
+            cap_cover: (C,) bool, part of a box's cover (:func:`box_cover`), not a shape of its own.
         solid_node: (S,) int64 frame; solid_rot: (S, 3, 3), solid_pos: (S, 3) frame -> solid;
             solid_kind: (S,) int64 ``SOLID_*``; solid_half: (S, 3) box half edges or
             (radius, radius, half length); solid_pad: (S,) padding; solid_body: (S,) int64;
@@ -151,6 +174,7 @@ class Parts(NamedTuple):
     cap_b: np.ndarray
     cap_radius: np.ndarray
     cap_body: np.ndarray
+    cap_cover: np.ndarray
     solid_node: np.ndarray
     solid_rot: np.ndarray
     solid_pos: np.ndarray
@@ -577,6 +601,45 @@ class CollisionScene:
         clearance, _ = pair_clearance(self.robot, parts, pairs, q, stop_below=0.0, verdict_only=True)
         return clearance > 0.0
 
+    def bodies_at(self, joint_q) -> List[BodyPart]:
+        """The parts the check uses, placed at one joint state: robot parts (padding included)
+        first, then the obstacles' (for markers and pictures).
+
+        Args:
+            joint_q: (D,) joint coordinates (rad / m).
+        Returns:
+            :class:`BodyPart` s in the root frame. A robot cylinder is its capsule, a mesh its
+            enclosing capsule; the capsules covering a box for solid-solid pairs are not
+            listed (the box is).
+        """
+        q = self._states(joint_q)
+        if len(q) != 1:
+            raise InputValidationError("joint_q", f"must be one state (D,), got shape {np.shape(joint_q)}")
+        parts, _, _ = self.arrays()
+        rot, pos = _node_frames(self.robot, q)
+        rot, pos = rot[0], pos[0]
+        out = []
+        for i, node in enumerate(parts.cap_node.tolist()):
+            if parts.cap_cover[i]:
+                continue
+            a, b = rot[node] @ parts.cap_a[i] + pos[node], rot[node] @ parts.cap_b[i] + pos[node]
+            kind = "sphere" if np.array_equal(parts.cap_a[i], parts.cap_b[i]) else "capsule"
+            out.append(BodyPart(self.body_names[parts.cap_body[i]], kind, a, b, float(parts.cap_radius[i]),
+                                None, None))
+        for i, node in enumerate(parts.solid_node.tolist()):
+            pose = np.eye(4)
+            pose[:3, :3] = rot[node] @ parts.solid_rot[i]
+            pose[:3, 3] = rot[node] @ parts.solid_pos[i] + pos[node]
+            half = parts.solid_half[i]
+            if parts.solid_kind[i] == SOLID_BOX:
+                kind, size = "box", tuple(float(h) for h in 2.0 * half)
+            else:
+                kind, size = "cylinder", (float(half[0]), float(2.0 * half[2]))
+            out.append(BodyPart(self.body_names[parts.solid_body[i]], kind, None, None, float(parts.solid_pad[i]),
+                                pose, size))
+        robot_first = {name: i for i, name in enumerate(self.body_names)}
+        return sorted(out, key=lambda part: robot_first[part.body])
+
     def _states(self, joint_q) -> np.ndarray:
         try:
             q = np.array(joint_q, dtype=np.float64)
@@ -699,8 +762,8 @@ def _build_arrays(parts: List[_Part], body_pairs: List[Tuple[int, int]]) -> Tupl
     solid_index: Dict[int, int] = {}
     cover_index: Dict[int, list] = {}
 
-    def add_cap(node, a, b, radius, body):
-        caps.append((node, a, b, radius, body))
+    def add_cap(node, a, b, radius, body, is_cover=False):
+        caps.append((node, a, b, radius, body, is_cover))
         return len(caps) - 1
 
     for part in parts:
@@ -717,7 +780,7 @@ def _build_arrays(parts: List[_Part], body_pairs: List[Tuple[int, int]]) -> Tupl
         if id(part) not in cover_index:
             r, p = part.xform[:3, :3], part.xform[:3, 3]
             # a cylinder's half is (r, r, h/2): the cover of its enclosing box
-            cover_index[id(part)] = [add_cap(part.node, r @ a + p, r @ b + p, radius + part.radius, part.body)
+            cover_index[id(part)] = [add_cap(part.node, r @ a + p, r @ b + p, radius + part.radius, part.body, True)
                                      for a, b, radius in box_cover(part.half)]
         return cover_index[id(part)]
 
@@ -750,6 +813,7 @@ def _build_arrays(parts: List[_Part], body_pairs: List[Tuple[int, int]]) -> Tupl
         cap_node=frozen([x[0] for x in caps], np.int64, (c,)), cap_a=frozen([x[1] for x in caps], np.float64, (c, 3)),
         cap_b=frozen([x[2] for x in caps], np.float64, (c, 3)),
         cap_radius=frozen([x[3] for x in caps], np.float64, (c,)), cap_body=frozen([x[4] for x in caps], np.int64, (c,)),
+        cap_cover=frozen([x[5] for x in caps], bool, (c,)),
         solid_node=frozen([x[0] for x in solids], np.int64, (s,)),
         solid_rot=frozen([x[1] for x in solids], np.float64, (s, 3, 3)),
         solid_pos=frozen([x[2] for x in solids], np.float64, (s, 3)),

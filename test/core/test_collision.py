@@ -222,6 +222,27 @@ def test_box_cover_encloses_the_box():
     assert covered.all()
 
 
+def test_bodies_at_places_every_part(dual_arm):
+    """bodies_at: every checked body with its parts in the root frame (markers, pictures); a
+    sphere link sits at its link's origin, the table where it was put."""
+    table = Obstacle.box((0.7, 1.2, 0.05), pose((0.75, 0, 0.9)), name="table")
+    scene = CollisionScene.from_urdf(dual_arm, bundled_robot("dual_arm_torso").urdf_path(), padding=0.01,
+                                     obstacles=[table, Obstacle.sphere(0.1, pose((1, 1, 1)), name="ball")])
+    q = random_in_limits(dual_arm, np.random.default_rng(4), 1)[0]
+    parts = scene.bodies_at(q)
+    assert {p.body for p in parts} == set(scene.link_bodies) | {"table", "ball"}
+    assert [p.body for p in parts][-2:] == ["table", "ball"]
+    wrist = [p for p in parts if p.body == "left_wrist_link" and p.kind == "sphere"]
+    frame = dual_arm.link_transforms(q[None], ["left_wrist_link"])[0, 0]
+    assert len(wrist) == 1 and np.allclose(wrist[0].a, frame[:3, 3]) and wrist[0].radius == pytest.approx(0.05)
+    (box,) = [p for p in parts if p.body == "table"]
+    assert box.kind == "box" and box.size == pytest.approx((0.7, 1.2, 0.05)) and np.allclose(box.pose, table.pose)
+    chest = [p for p in parts if p.body == "chest_link"]
+    assert [p.kind for p in chest] == ["box"] and chest[0].radius == pytest.approx(0.01)  # no cover capsules
+    with pytest.raises(InputValidationError, match=r"joint_q: must be one state \(D,\)"):
+        scene.bodies_at(np.zeros((2, dual_arm.num_dofs)))
+
+
 # ------------------------------------------------------------------------------ errors
 @pytest.mark.parametrize("make, field, rule", [
     (lambda: Obstacle.box((0.1, -0.2, 0.1), np.eye(4)), "size_xyz", ">= 0"),
