@@ -7,6 +7,7 @@ the srv's error codes and a message naming the field and the rule.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import List, Mapping, Sequence, Tuple
 
@@ -153,14 +154,51 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
         raise RequestError(Response.INVALID_REQUEST, f"overrides.{exc}") from None
 
 
+#: CandidateResult.stop_reason of a candidate that reached its targets only in collision.
+STOP_IN_COLLISION = "in_collision"
+
+
+def met_tolerances(result: IKBatchResult, settings: SolverSettings) -> np.ndarray:
+    """bool (B,): every end effector's errors below the tolerances (NaN angles: free)."""
+    angles = np.stack([result.direction_error, result.up_error])
+    angles_ok = np.all(np.isnan(angles) | (angles < settings.frame_tol_rad), axis=(0, 2))
+    return np.all(result.position_error < settings.position_tol, axis=1) & angles_ok
+
+
+def with_collisions(result: IKBatchResult, report, settings: SolverSettings) -> IKBatchResult:
+    """``result`` judged with a collision report of its ``joint_q``: a success in collision
+    becomes a failure (cost +inf, ``STOP_IN_COLLISION``), and so is reported every failed
+    candidate whose state met the tolerances in collision; ``best_index`` is the least-cost
+    collision-free success.
+
+    Args:
+        result: B candidates.
+        report: ``CollisionScene.check(result.joint_q)`` (``collision_free`` (B,)).
+        settings: the tolerances the result was judged with.
+    """
+    free = np.asarray(report.collision_free, dtype=bool)
+    colliding = met_tolerances(result, settings) & ~free
+    success = (result.success.astype(bool) & free).astype(result.success.dtype)
+    cost = np.where(success.astype(bool), result.cost, np.inf)
+    stop = tuple(STOP_IN_COLLISION if colliding[b] else reason for b, reason in enumerate(result.stop_reason))
+    best = None
+    if success.any():
+        best = int(np.flatnonzero(success)[np.argmin(cost[success.astype(bool)])])
+        if result.best_index is not None and success[result.best_index]:
+            best = int(result.best_index)  # the result's own choice (its selection rule) when it stands
+    return dataclasses.replace(result, success=success, cost=cost, stop_reason=stop, best_index=best)
+
+
 def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
-                  end_effector_names: Sequence[str], iterations=None, starts=None):
+                  end_effector_names: Sequence[str], iterations=None, starts=None, report=None):
     """Copy a batch result into a SolveDirectionUpIK response (codes set by the caller).
     ``iterations``, ``starts``: (B,) a search's totals over every start (default: the
-    result's own iterations, one start each)."""
+    result's own iterations, one start each). ``report``: the collision report of the
+    result's ``joint_q`` (None: not checked)."""
     response.joint_names = list(joint_names)
     response.best_index = -1 if result.best_index is None else int(result.best_index)
     response.solver_backend = result.backend
+    response.collisions_checked = report is not None
     results = []
     q = result.joint_q.astype(np.float64)
     for b in range(result.num_candidates):
@@ -171,6 +209,12 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
         item.iterations = int(result.iterations[b] if iterations is None else iterations[b])
         item.starts = 1 if starts is None else int(starts[b])
         item.stop_reason = result.stop_reason[b]
+        if report is None:
+            item.collision_free, item.clearance, item.closest_pair = False, math.nan, []
+        else:
+            item.collision_free = bool(report.collision_free[b])
+            item.clearance = float(report.clearance[b])
+            item.closest_pair = [name for name in report.closest_pair[b] if name]
         errors = []
         for e, name in enumerate(end_effector_names):
             err = EndEffectorError()
