@@ -17,6 +17,7 @@ from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg,
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, InputValidationError, SolverSettings
+from ..core.result import STOP_CONVERGED
 from ..core.settings import rules
 from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, as_vector3
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
@@ -158,34 +159,30 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
 STOP_IN_COLLISION = "in_collision"
 
 
-def met_tolerances(result: IKBatchResult, settings: SolverSettings) -> np.ndarray:
-    """bool (B,): every end effector's errors below the tolerances (NaN angles: free)."""
-    angles = np.stack([result.direction_error, result.up_error])
-    angles_ok = np.all(np.isnan(angles) | (angles < settings.frame_tol_rad), axis=(0, 2))
-    return np.all(result.position_error < settings.position_tol, axis=1) & angles_ok
-
-
-def with_collisions(result: IKBatchResult, report, settings: SolverSettings) -> IKBatchResult:
-    """``result`` judged with a collision report of its ``joint_q``: a success in collision
-    becomes a failure (cost +inf, ``STOP_IN_COLLISION``), and so is reported every failed
-    candidate whose state met the tolerances in collision; ``best_index`` is the least-cost
-    collision-free success.
+def with_collisions(result: IKBatchResult, report) -> IKBatchResult:
+    """``result`` judged with a collision report of its ``joint_q``, as the search judges its
+    own: a candidate that converged in collision fails (success 0, cost +inf,
+    ``STOP_IN_COLLISION``); ``best_index`` is the least-cost collision-free success (the
+    result's own choice where it still stands).
 
     Args:
         result: B candidates.
         report: ``CollisionScene.check(result.joint_q)`` (``collision_free`` (B,)).
-        settings: the tolerances the result was judged with.
     """
     free = np.asarray(report.collision_free, dtype=bool)
-    colliding = met_tolerances(result, settings) & ~free
+    converged = result.success.astype(bool) | (np.asarray(result.stop_reason) == STOP_CONVERGED)
+    colliding = converged & ~free
+    if not colliding.any():
+        return result
     success = (result.success.astype(bool) & free).astype(result.success.dtype)
-    cost = np.where(success.astype(bool), result.cost, np.inf)
+    ok = success.astype(bool)
+    cost = np.where(ok, result.cost, np.inf)
     stop = tuple(STOP_IN_COLLISION if colliding[b] else reason for b, reason in enumerate(result.stop_reason))
     best = None
-    if success.any():
-        best = int(np.flatnonzero(success)[np.argmin(cost[success.astype(bool)])])
-        if result.best_index is not None and success[result.best_index]:
-            best = int(result.best_index)  # the result's own choice (its selection rule) when it stands
+    if ok.any():
+        best = int(np.argmin(cost))
+        if result.best_index is not None and ok[result.best_index]:
+            best = int(result.best_index)
     return dataclasses.replace(result, success=success, cost=cost, stop_reason=stop, best_index=best)
 
 

@@ -135,7 +135,8 @@ class DirectionUpIKNode(Node):
             self._serve_moveit_bridge()
         # RViz interactive markers (markers.*): drag targets, solved through solve().
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
-                                    self.solve) if self._config.markers_enabled else None)
+                                    self.solve, collision_scene=lambda: self._scene)
+                        if self._config.markers_enabled else None)
         # The compiled kernels load (or compile, the first time) in the background; requests are
         # answered by the numpy backend until they are ready (core/backend.py).
         self._kernel_state = prepare_kernels(self._on_kernels_ready)
@@ -428,7 +429,7 @@ class DirectionUpIKNode(Node):
                 # The search chose collision-free successes already; the spec's single start is
                 # judged here. Either way the report gives every candidate's clearance.
                 report = scene.check(result.joint_q)
-                return with_collisions(result, report, settings), names, totals, report
+                return with_collisions(result, report), names, totals, report
             except JointLimitError as exc:
                 raise RequestError(Response.JOINT_STATE_OUT_OF_LIMITS, str(exc)) from None
             except NumericalFailure as exc:

@@ -94,7 +94,10 @@ def entry_from_message(msg, frames: Mapping[str, np.ndarray]) -> ObstacleEntry:
     if shape is None:
         raise ObstacleError("shape.type", f"unsupported type {msg.shape.type}; valid: "
                                           + ", ".join(f"{code} {name}" for name, (code, _) in OBSTACLE_SHAPES.items()))
-    dimensions = primitive_dimensions(shape, msg.shape.dimensions, "shape.dimensions")
+    try:
+        dimensions = primitive_dimensions(shape, msg.shape.dimensions, "shape.dimensions")
+    except InputValidationError as exc:
+        raise ObstacleError(exc.field, exc.rule) from None
     try:
         pose = pose_to_matrix(msg.pose)
     except ValueError as exc:

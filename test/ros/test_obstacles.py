@@ -119,3 +119,10 @@ def test_the_number_of_obstacles_is_bounded(monkeypatch):
         obstacles.apply(message("c"), FRAMES)
     assert obstacles.apply(message("b", xyz=(0.0, 0.0, 0.0)), FRAMES).startswith("replaced")  # no new one
     assert len(obstacles) == 2 and MAX_OBSTACLES >= 100
+
+
+def test_an_obstacle_may_not_take_a_robot_link_s_name():
+    obstacles = ObstacleSet(reserved=("base_link", "torso"))
+    with pytest.raises(ObstacleError, match="'torso' is a link of the robot"):
+        obstacles.apply(message("torso"), FRAMES)
+    assert len(obstacles) == 0 and obstacles.version == 0
