@@ -651,46 +651,6 @@ def robot_source(config: NodeConfig) -> Tuple[str, str]:
     return str(bundled_robot(config.robot).urdf_path()), "robot"
 
 
-def load_collision_scene(config: NodeConfig, robot):
-    """(CollisionScene of ``robot`` with the parameter obstacles, [warnings]) for ``collision.*``.
-
-    Built whatever ``collision.enabled`` says (it is live); a robot without collision geometry
-    gives a scene without link bodies, which checks nothing. The warnings name links whose mesh
-    files cannot be used.
-
-    Raises:
-        ConfigError: an SRDF that cannot be read or names unknown links, collision elements the
-            URDF breaks rules with, a parameter obstacle named like a robot link.
-    """
-    import warnings
-
-    from ..core import CollisionGeometryWarning, CollisionScene, RobotModelError
-    from .obstacles import entry_from_config
-
-    clash = sorted({o.id for o in config.obstacles} & set(robot.link_names))
-    if clash:
-        raise ConfigError("collision.obstacles", f"ids {clash} are links of the robot; collision reports "
-                                                 "name links and obstacles alike, so choose others")
-    srdf, srdf_parameter = config.collision_srdf_source()
-    if srdf and "<" not in srdf and not pathlib.Path(srdf).is_file():
-        raise ConfigError(srdf_parameter, f"file '{srdf}' not found")
-    urdf, urdf_parameter = robot_source(config)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CollisionGeometryWarning)
-        try:
-            scene = CollisionScene.from_urdf(
-                robot, urdf, srdf=srdf or None, padding=config.collision_padding,
-                obstacles=[entry_from_config(o).to_core() for o in config.obstacles],
-                mesh_paths=config.collision_mesh_paths)
-        except RobotModelError as exc:
-            raise ConfigError(urdf_parameter, str(exc)) from None
-        except DirectionUpIKError as exc:
-            field = getattr(exc, "field", "")
-            parameter = {"srdf": srdf_parameter, "padding": "collision.padding"}.get(field, "collision.obstacles")
-            raise ConfigError(parameter, str(exc)) from None
-    return scene, [str(w.message) for w in caught if issubclass(w.category, CollisionGeometryWarning)]
-
-
 def load_group_solvers(config: NodeConfig):
     """{group: GroupIK} for ``moveit.kinematics_yaml`` ({} when unset): the planning groups the
     node's GetPositionIK bridge serves.

@@ -17,7 +17,7 @@ from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg,
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, InputValidationError, SolverSettings
-from ..core.result import STOP_CONVERGED
+from ..core.result import STOP_CONVERGED, STOP_IN_COLLISION
 from ..core.settings import rules
 from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, as_vector3
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
@@ -153,10 +153,6 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
         return base.replace(**changes)
     except DirectionUpIKError as exc:
         raise RequestError(Response.INVALID_REQUEST, f"overrides.{exc}") from None
-
-
-#: CandidateResult.stop_reason of a candidate that reached its targets only in collision.
-STOP_IN_COLLISION = "in_collision"
 
 
 def with_collisions(result: IKBatchResult, report) -> IKBatchResult:

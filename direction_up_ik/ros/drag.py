@@ -215,7 +215,7 @@ class DragMarkers:
     def targets(self) -> Dict[str, EndEffectorTarget]:
         """Copies of the per-end-effector state (empty until the joint state is known)."""
         with self._lock:
-            return {n: EndEffectorTarget(t.name, t.pose.copy(), t.mode, t.status, t.solver_errors)
+            return {n: EndEffectorTarget(t.name, t.pose.copy(), t.mode, t.status, t.solver_errors, t.collision)
                     for n, t in self._targets.items()}
 
     def refresh(self) -> None:

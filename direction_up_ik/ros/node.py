@@ -49,11 +49,10 @@ from ..groups import solve_position_ik
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
                      bundled_end_effector_defaults,
                      config_from_values, default_end_effector_names, end_effector_parameters,
-                     load_collision_scene, load_group_solvers, load_robot_model, obstacle_parameters,
-                     robot_source)
+                     load_group_solvers, load_robot_model, obstacle_parameters, robot_source)
 from .conversions import (STOP_IN_COLLISION, RequestError, fill_response, search_options, settings_with_overrides,
                           streaming_request, targets_from_candidates, with_collisions)
-from .obstacles import ObstacleError, ObstacleSet, entry_from_config
+from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_collision_scene
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .process import run_node
@@ -152,6 +151,7 @@ class DirectionUpIKNode(Node):
             self.get_logger().warning(warning)
         self._obstacles = ObstacleSet(tuple(entry_from_config(o) for o in self._config.obstacles),
                                       reserved=self._robot.link_names)
+        self.obstacles_version = 0  # ObstacleSet.version once the scene (and the groups) have it
 
     def collision_scene(self, ignore: bool = False):
         """The scene solutions are checked against now, or None (collision.enabled false, no
@@ -170,6 +170,7 @@ class DirectionUpIKNode(Node):
                 done = self._obstacles.apply(msg, self._frames)
                 self._scene.set_obstacles([e.to_core() for e in self._obstacles.entries()])
                 self._set_group_obstacles()
+                self.obstacles_version = self._obstacles.version
         except ObstacleError as exc:
             self.get_logger().warning(f"~/obstacles: message rejected, {exc}; the obstacles in force are "
                                       "unchanged")

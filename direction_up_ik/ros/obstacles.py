@@ -1,4 +1,7 @@
-"""The node's world obstacles: fixed ones from parameters, changing ones from ``~/obstacles``.
+"""The node's collision model and world obstacles: fixed ones from parameters, changing ones
+from ``~/obstacles``.
+
+:func:`load_collision_scene` builds the CollisionScene of the ``collision.*`` parameters.
 
 Plain functions and one small registry, :class:`ObstacleSet`, on duck-typed
 ``direction_up_ik/msg/CollisionObstacle`` messages (``header.frame_id``, ``id``,
@@ -17,14 +20,18 @@ tested without a node:
 
 from __future__ import annotations
 
+import pathlib
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from ..core import CollisionGeometryWarning, CollisionScene, DirectionUpIKError, RobotModelError
 from ..core.errors import InputValidationError
 from ..core.rotations import make_transform, rpy_to_matrix
-from .config import OBSTACLE_SHAPES, ObstacleConfig, primitive_dimensions
+from .config import (OBSTACLE_SHAPES, ConfigError, NodeConfig, ObstacleConfig, primitive_dimensions,
+                     robot_source)
 from .interactive_markers import pose_to_matrix
 
 #: CollisionObstacle.operation values.
@@ -160,3 +167,38 @@ class ObstacleSet:
         self._topic[entry.id] = entry
         self.version += 1
         return f"{verb} {entry.shape} '{entry.id}' {list(entry.dimensions)} m at {np.round(entry.pose[:3, 3], 4).tolist()}"
+
+
+def load_collision_scene(config: NodeConfig, robot):
+    """(CollisionScene of ``robot`` with the parameter obstacles, [warnings]) for ``collision.*``.
+
+    Built whatever ``collision.enabled`` says (it is live); a robot without collision geometry
+    gives a scene without link bodies, which checks nothing. The warnings name links whose mesh
+    files cannot be used.
+
+    Raises:
+        ConfigError: an SRDF that cannot be read or names unknown links, collision elements the
+            URDF breaks rules with, a parameter obstacle named like a robot link.
+    """
+    clash = sorted({o.id for o in config.obstacles} & set(robot.link_names))
+    if clash:
+        raise ConfigError("collision.obstacles", f"ids {clash} are links of the robot; collision reports "
+                                                 "name links and obstacles alike, so choose others")
+    srdf, srdf_parameter = config.collision_srdf_source()
+    if srdf and "<" not in srdf and not pathlib.Path(srdf).is_file():
+        raise ConfigError(srdf_parameter, f"file '{srdf}' not found")
+    urdf, urdf_parameter = robot_source(config)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CollisionGeometryWarning)
+        try:
+            scene = CollisionScene.from_urdf(
+                robot, urdf, srdf=srdf or None, padding=config.collision_padding,
+                obstacles=[entry_from_config(o).to_core() for o in config.obstacles],
+                mesh_paths=config.collision_mesh_paths)
+        except RobotModelError as exc:
+            raise ConfigError(urdf_parameter, str(exc)) from None
+        except DirectionUpIKError as exc:
+            field = getattr(exc, "field", "")
+            parameter = {"srdf": srdf_parameter, "padding": "collision.padding"}.get(field, "collision.obstacles")
+            raise ConfigError(parameter, str(exc)) from None
+    return scene, [str(w.message) for w in caught if issubclass(w.category, CollisionGeometryWarning)]
