@@ -189,7 +189,7 @@ def plot_pose(robot, q, path, targets: Sequence[TargetLike] = (), *, urdf=None,
 
         report = collision_scene.check(q)
         hit = set() if report.collision_free[0] else set(report.closest_pair[0])
-        shapes = [(s, COLLIDING_COLOUR if s.body in hit else BODY_COLOUR, 0.18)
+        shapes = [(s, COLLIDING_COLOUR, 0.5) if s.body in hit else (s, BODY_COLOUR, 0.18)
                   for s in robot_shapes(collision_scene, q)]
         shapes += [(s, OBSTACLE_COLOUR, 0.35) for s in obstacle_shapes(collision_scene.obstacles)]
     whole = box(np.vstack([origins, tool_points] + [s.pose[:3, 3][None] for s, _, _ in shapes]), 0.05, 0.2)
@@ -197,8 +197,9 @@ def plot_pose(robot, q, path, targets: Sequence[TargetLike] = (), *, urdf=None,
 
     fig = Figure(figsize=(14, 7.2))
     FigureCanvasAgg(fig)  # headless: no pyplot, no global backend
-    ax_whole = fig.add_axes((0.0, 0.13, 0.5, 0.76), projection="3d")
-    ax_close = fig.add_axes((0.5, 0.13, 0.5, 0.76), projection="3d")
+    height = 0.72 if shapes else 0.76  # room for the title's clearance line
+    ax_whole = fig.add_axes((0.0, 0.13, 0.5, height), projection="3d")
+    ax_close = fig.add_axes((0.5, 0.13, 0.5, height), projection="3d")
 
     def draw_line(ax, a, b, **style):
         ax.plot([a[0], b[0]], [a[1], b[1]], [a[2], b[2]], axlim_clip=True, **style)
@@ -303,3 +304,44 @@ def plot_solved_example(robot_name: str, path, seed: int = 2026,
     names = [e.name for e in bundled_robot(robot_name).end_effectors]
     return plot_pose(robot, result.joint_q[b], path, candidates[b], ee_names=names,
                      title=f"{robot_name}: benchmark target {b} (seed {seed}) from mid-range, {outcome}")
+
+
+def plot_collision_example(path, seed: int = 1, max_position_error: float = 0.03) -> pathlib.Path:
+    """The dual-arm torso at a table (as in ``config/dual_arm_torso.yaml``) with a post where the
+    least-motion solution of a target pair puts the left forearm: the collision-aware search's
+    answer, drawn with the robot's collision bodies and the obstacles. The target pair is the
+    TCP poses of a state near mid-range (``seed``). Returns the path written."""
+    from .core import CollisionScene, Obstacle, robo_search_ik_direction_up
+    from .core.kinematics import mid_range
+    from .core.rotations import make_transform
+    from .core.targets import full_pose_candidates
+    from .robots import bundled_robot, load_robot
+
+    robot = load_robot("dual_arm_torso")
+    start = mid_range(robot)
+    goal = np.clip(start + np.random.default_rng(seed).uniform(-0.4, 0.4, robot.num_dofs),
+                   robot.lower_limits, robot.upper_limits)
+    candidates = full_pose_candidates(robot.tcp_transforms(goal[None]))
+    table = Obstacle.box((0.8, 1.2, 0.04), make_transform(None, (0.85, 0.0, 0.68)), name="table")
+    scene = CollisionScene.from_urdf(robot, bundled_robot("dual_arm_torso").urdf_path(), obstacles=[table])
+    options = dict(max_position_error=max_position_error, num_seeds=4, max_rounds=20)
+    robot.joint_q[:] = start
+    least = robo_search_ik_direction_up(robot, candidates, **options).result.joint_q[0]
+    elbow = robot.link_transforms(least.astype(np.float64), ["left_forearm_roll_link"])[0, :3, 3]
+    scene.set_obstacles([table, Obstacle.sphere(0.06, make_transform(None, elbow), name="post")])
+    blocked = scene.check(least)
+    robot.joint_q[:] = start
+    found = robo_search_ik_direction_up(robot, candidates, collision_scene=scene, **options)
+    b = found.result.best_index
+    outcome = (f"the collision-aware search's answer ({int(found.starts[0])} starts)" if b is not None
+               else "no collision-free solution found")
+    title = (f"dual_arm_torso: a post where the least-motion solution has the left forearm "
+             f"(clearance {1e3 * blocked.clearance[0]:.0f} mm); {outcome}")
+    return plot_pose(robot, found.result.joint_q[0], path, candidates[0], ee_names=["left", "right"],
+                     title=title, collision_scene=scene)
+
+
+if __name__ == "__main__":  # python -m direction_up_ik.plot docs/collision.png
+    import sys
+
+    print(plot_collision_example(sys.argv[1] if len(sys.argv) > 1 else "collision.png"))
