@@ -302,8 +302,9 @@ def test_a_drag_into_an_obstacle_turns_red_and_markers_show_the_scene(ros):
     assert COLOURS["failed"] == pytest.approx((0.95, 0.10, 0.10, 0.95))
     markers._publish_markers(START.astype(np.float32))
     shown = markers._shown_counts
-    assert shown["obstacles"] == 1 and shown["obstacle_names"] == 1 and shown["collision_bodies"] > 10
+    assert obstacles.ids() == ["table", "crate"]  # the config's table and the crate
+    assert shown["obstacles"] == 2 and shown["obstacle_names"] == 2 and shown["collision_bodies"] > 10
     obstacles.send(obstacle_msg("crate", operation=CollisionObstacle.REMOVE))
     assert markers._dirty  # republished on the next tick
     markers._publish_markers(START.astype(np.float32))
-    assert markers._shown_counts["obstacles"] == 0
+    assert markers._shown_counts["obstacles"] == 1
