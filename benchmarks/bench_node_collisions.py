@@ -88,7 +88,8 @@ def main(argv=None) -> int:
         checked, unchecked = np.array(times[False]) * 1e3, np.array(times[True]) * 1e3
         print(f"collision model build: first {builds[0]:.2f} s, cached {builds[1]:.3f} s "
               f"({len(scene.link_bodies)} link bodies, {len(scene.body_pairs)} checked pairs)")
-        print(f"{'requests':<28}{len(goals)} (node.solve in process, default search, {node._scene.obstacles[0].name})")
+        obstacles = ", ".join(o.name for o in node._scene.obstacles)
+        print(f"{'requests':<28}{len(goals)} (node.solve in process, default search; obstacles: {obstacles})")
         print(f"{'collisions checked':<28}median {np.median(checked):.3f} ms, p99 {np.percentile(checked, 99):.3f} ms")
         print(f"{'ignore_collisions':<28}median {np.median(unchecked):.3f} ms, p99 {np.percentile(unchecked, 99):.3f} ms")
         print(f"{'paired ratio (median)':<28}{np.median(checked / unchecked):.2f}")
