@@ -9,14 +9,9 @@ matplotlib.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
 import numpy as np
-
-from .core.collision import SOLID_BOX
-
-#: m: a capsule end this far inside a solid of its own body still counts as inside.
-_INSIDE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -53,56 +48,25 @@ def _axis_pose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def robot_shapes(scene, joint_q) -> List[Shape]:
-    """The robot's collision parts of ``scene`` at ``joint_q`` (D,) (rad / m), root frame.
-
-    Capsules that a scene adds around a box of the same body to check it against another box
-    (they lie inside that box) are left out: the box is drawn.
-    """
-    parts, _, _ = scene.arrays()
-    names = scene.body_names
-    links = len(scene.link_bodies)
-    rot, pos = scene.robot.node_frames(np.asarray(joint_q, dtype=np.float64)[None])
-    rot = np.concatenate([rot[0], np.eye(3)[None]])  # index -1: the root
-    pos = np.concatenate([pos[0], np.zeros((1, 3))])
+    """The robot's collision parts of ``scene`` at ``joint_q`` (D,) (rad / m), root frame, as
+    :meth:`~direction_up_ik.core.CollisionScene.bodies_at` places them, padding included
+    (the capsules that cover a box for box-box pairs are left out: the box is drawn)."""
+    links = set(scene.body_names[:len(scene.link_bodies)])
     out: List[Shape] = []
-    solids = [s for s in range(len(parts.solid_body)) if parts.solid_body[s] < links]
-    for s in solids:
-        r = rot[parts.solid_node[s]] @ parts.solid_rot[s]
-        pose = np.eye(4)
-        pose[:3, :3], pose[:3, 3] = r, rot[parts.solid_node[s]] @ parts.solid_pos[s] + pos[parts.solid_node[s]]
-        half, pad = parts.solid_half[s], float(parts.solid_pad[s])
-        if parts.solid_kind[s] == SOLID_BOX:
-            out.append(Shape(names[parts.solid_body[s]], "box", pose, tuple(float(v) for v in 2.0 * (half + pad))))
-        else:
-            out.append(Shape(names[parts.solid_body[s]], "cylinder", pose,
-                             (float(half[0]) + pad, 2.0 * (float(half[2]) + pad))))
-    for c in range(len(parts.cap_body)):
-        body = int(parts.cap_body[c])
-        if body >= links or _inside_own_solid(parts, c, solids):
+    for part in scene.bodies_at(joint_q):
+        if part.body not in links:
             continue
-        node = parts.cap_node[c]
-        a = rot[node] @ parts.cap_a[c] + pos[node]
-        b = rot[node] @ parts.cap_b[c] + pos[node]
-        length = float(np.linalg.norm(b - a))
-        radius = float(parts.cap_radius[c])
-        if length == 0.0:
-            out.append(Shape(names[body], "sphere", _axis_pose(a, b), (radius,)))
+        if part.kind == "sphere":
+            out.append(Shape(part.body, "sphere", _axis_pose(part.a, part.b), (part.radius,)))
+        elif part.kind == "capsule":
+            out.append(Shape(part.body, "capsule", _axis_pose(part.a, part.b),
+                             (part.radius, float(np.linalg.norm(part.b - part.a)))))
+        elif part.kind == "box":
+            out.append(Shape(part.body, "box", part.pose, tuple(v + 2.0 * part.radius for v in part.size)))
         else:
-            out.append(Shape(names[body], "capsule", _axis_pose(a, b), (radius, length)))
+            radius, length = part.size
+            out.append(Shape(part.body, "cylinder", part.pose, (radius + part.radius, length + 2.0 * part.radius)))
     return out
-
-
-def _inside_own_solid(parts, c: int, solids: Sequence[int]) -> bool:
-    """Whether capsule ``c``'s segment lies in a solid of its body on its node (a box's cover)."""
-    for s in solids:
-        if parts.solid_body[s] != parts.cap_body[c] or parts.solid_node[s] != parts.cap_node[c]:
-            continue
-        r, p, half = parts.solid_rot[s], parts.solid_pos[s], parts.solid_half[s]
-        ends = np.stack([parts.cap_a[c], parts.cap_b[c]]) - p
-        local = ends @ r  # node frame -> solid frame
-        if np.all(np.abs(local) <= half + _INSIDE_TOLERANCE):
-            return True
-    return False
 
 
 def obstacle_shapes(obstacles) -> List[Shape]:
