@@ -3,8 +3,11 @@
 
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
-# Keep test nodes on this machine and apart from other ROS graphs.
+# Keep test nodes on this machine and apart from other ROS graphs: the test workers use
+# ROS_DOMAIN_ID, ROS_DOMAIN_ID + 1, ... (test/workers.py).
 ROS_DOMAIN_ID ?= 77
+# pytest-xdist worker processes (0: none, the tests run in pytest's own process).
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
 venv:
@@ -12,7 +15,7 @@ venv:
 
 test: venv
 	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$(ROS_DOMAIN_ID) \
-		$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+		$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 demo: venv
 	$(PYTHON) -m direction_up_ik.demo

@@ -1,4 +1,4 @@
-"""Compile the solver's kernels into numba's disk cache ahead of time.
+"""Compile the solver's kernels (and the collision check's) into numba's disk cache ahead of time.
 
     python -m direction_up_ik.precompile [--quiet]      (console script: direction_up_ik_precompile)
 

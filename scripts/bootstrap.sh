@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up of the development environment in <repo>/.venv:
 #   1. create the venv (python3 -m venv) if missing;
-#   2. install requirements/*.txt when they changed (hash stamp);
+#   2. install requirements/*.txt when they changed (hash stamp), with uv
+#      (installed into the venv first; pip when uv cannot be had), the ROS
+#      wheels first so that the msg/srv build (4) overlaps the rest;
 #   3. rewrite build-machine include paths in the ROS wheels' *Export.cmake;
 #   4. build and install the package's msg/srv (rosidl, plain cmake + make)
 #      into the venv prefix when msg/, srv/, CMakeLists.txt or package.xml
@@ -54,24 +56,16 @@ if [[ ! -x "$VPY" ]]; then
 fi
 SITE="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 
-# --- 2. requirements ----------------------------------------------------------
-REQ_FILES=("$ROOT/requirements/core.txt" "$ROOT/requirements/ros.txt" "$ROOT/requirements/dev.txt")
-REQ_HASH="$( { "$VPY" -c 'import sys; print(sys.version)'; hash_files "${REQ_FILES[@]}"; } | sha256sum | cut -d' ' -f1)"
-if stamp_matches requirements "$REQ_HASH"; then
-  say "requirements up to date"
-else
-  say "installing requirements (a fresh venv takes about a minute)"
-  pip_install -r requirements/core.txt -r requirements/ros.txt -r requirements/dev.txt
-  write_stamp requirements "$REQ_HASH"
-fi
-
-# --- 3. Export.cmake include paths ----------------------------------------------
-# The message wheels' exported CMake targets name include folders of the
-# machine that built them; CMake rejects include folders that do not exist.
-mapfile -t STALE_EXPORTS < <(grep -l -E '/opt/python/cp[0-9]+-cp[0-9]+' "$VENV"/share/*/cmake/*Export.cmake 2>/dev/null || true)
-if ((${#STALE_EXPORTS[@]})); then
-  say "rewriting build-machine include paths in ${#STALE_EXPORTS[@]} *Export.cmake files"
-  "$VPY" - "${STALE_EXPORTS[@]}" <<'PY'
+# --- 3 and 4: Export.cmake fix-up and msg/srv build, once the ROS wheels are in -------
+# (run in the background during step 2 when that installs the requirements)
+build_interfaces_if_changed() {
+  # --- 3. Export.cmake include paths ----------------------------------------------
+  # The message wheels' exported CMake targets name include folders of the
+  # machine that built them; CMake rejects include folders that do not exist.
+  mapfile -t STALE_EXPORTS < <(grep -l -E '/opt/python/cp[0-9]+-cp[0-9]+' "$VENV"/share/*/cmake/*Export.cmake 2>/dev/null || true)
+  if ((${#STALE_EXPORTS[@]})); then
+    say "rewriting build-machine include paths in ${#STALE_EXPORTS[@]} *Export.cmake files"
+    "$VPY" - "${STALE_EXPORTS[@]}" <<'PY'
 import re
 import sys
 import sysconfig
@@ -91,42 +85,86 @@ for path in sys.argv[1:]:
     with open(path, "w", encoding="utf-8") as stream:
         stream.write(text)
 PY
-  if grep -q -E '/opt/python/cp[0-9]+-cp[0-9]+' "${STALE_EXPORTS[@]}"; then
-    say "error: unknown build-machine path left in:" >&2
-    grep -n -E '/opt/python/cp[0-9]+-cp[0-9]+' "${STALE_EXPORTS[@]}" >&2
-    exit 1
+    if grep -q -E '/opt/python/cp[0-9]+-cp[0-9]+' "${STALE_EXPORTS[@]}"; then
+      say "error: unknown build-machine path left in:" >&2
+      grep -n -E '/opt/python/cp[0-9]+-cp[0-9]+' "${STALE_EXPORTS[@]}" >&2
+      exit 1
+    fi
   fi
+
+  # --- 4. msg/srv --------------------------------------------------------------
+  shopt -s nullglob
+  IFACE_FILES=("$ROOT/CMakeLists.txt" "$ROOT/package.xml" "$ROOT"/msg/*.msg "$ROOT"/srv/*.srv)
+  shopt -u nullglob
+  IFACE_HASH="$( { echo "$REQ_HASH"; hash_files "${IFACE_FILES[@]}"; } | sha256sum | cut -d' ' -f1)"
+  if stamp_matches interfaces "$IFACE_HASH" && [[ -d "$SITE/direction_up_ik/srv" ]]; then
+    say "interfaces up to date"
+  else
+    say "building msg/srv with rosidl (cmake + make -j$JOBS)"
+    rm -f "$STAMPS/interfaces"
+    mkdir -p "$INTERFACE_BUILD"
+    LOG="$INTERFACE_BUILD/bootstrap.log"
+    if ! (
+      export CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV"
+      cmake -S "$ROOT" -B "$INTERFACE_BUILD" \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_INSTALL_PREFIX="$VENV" \
+        -DPython3_EXECUTABLE="$VPY" \
+        -DPython3_FIND_VIRTUALENV=ONLY \
+        -DBUILD_TESTING=OFF \
+        -DDIRECTION_UP_IK_INTERFACES_ONLY=ON &&
+        cmake --build "$INTERFACE_BUILD" -j "$JOBS" &&
+        cmake --install "$INTERFACE_BUILD"
+    ) >"$LOG" 2>&1; then
+      tail -n 40 "$LOG" >&2
+      say "error: interface build failed, full log: $LOG" >&2
+      exit 1
+    fi
+    write_stamp interfaces "$IFACE_HASH"
+  fi
+}
+
+# --- 2. requirements ----------------------------------------------------------
+REQ_FILES=("$ROOT/requirements/core.txt" "$ROOT/requirements/ros.txt" "$ROOT/requirements/dev.txt")
+REQ_HASH="$( { "$VPY" -c 'import sys; print(sys.version)'; hash_files "${REQ_FILES[@]}" "$ROOT/requirements/bootstrap.txt"; } | sha256sum | cut -d' ' -f1)"
+INTERFACE_JOB=""
+if stamp_matches requirements "$REQ_HASH"; then
+  say "requirements up to date"
+else
+  mkdir -p "$STAMPS"
+  # uv downloads in parallel and installs several times faster than pip; it is a build tool
+  # here only (requirements/bootstrap.txt), and pip stays the fallback.
+  UV="$VENV/bin/uv"
+  if [[ ! -x "$UV" ]] && ! pip_install -r requirements/bootstrap.txt; then
+    say "uv could not be installed: installing with pip"
+  fi
+  LOCK="$STAMPS/requirements.lock"
+  if [[ -x "$UV" ]] && UV_NATIVE_TLS=1 "$UV" pip compile --quiet --python "$VPY" --no-header \
+      --output-file "$LOCK" "${REQ_FILES[@]}"; then
+    uv_install() { UV_NATIVE_TLS=1 "$UV" pip install --quiet --python "$VPY" "$@"; }
+    # The ROS wheels and numpy (all the msg/srv build needs) at their locked versions first,
+    # then the rest while the msg/srv build runs: nothing installed first changes later.
+    say "installing requirements with uv: the ROS wheels, then the rest during the msg/srv build"
+    uv_install -r requirements/ros.txt "$(grep -E '^numpy==' requirements/core.txt)" -c "$LOCK"
+    build_interfaces_if_changed &
+    INTERFACE_JOB=$!
+    trap '[[ -n "$INTERFACE_JOB" ]] && kill "$INTERFACE_JOB" 2>/dev/null; true' EXIT
+    uv_install -r "$LOCK"
+  else
+    say "installing requirements with pip (a fresh venv takes a few minutes)"
+    pip_install -r requirements/core.txt -r requirements/ros.txt -r requirements/dev.txt
+  fi
+  write_stamp requirements "$REQ_HASH"
 fi
 
-# --- 4. msg/srv --------------------------------------------------------------
-shopt -s nullglob
-IFACE_FILES=("$ROOT/CMakeLists.txt" "$ROOT/package.xml" "$ROOT"/msg/*.msg "$ROOT"/srv/*.srv)
-shopt -u nullglob
-IFACE_HASH="$( { echo "$REQ_HASH"; hash_files "${IFACE_FILES[@]}"; } | sha256sum | cut -d' ' -f1)"
-if stamp_matches interfaces "$IFACE_HASH" && [[ -d "$SITE/direction_up_ik/srv" ]]; then
-  say "interfaces up to date"
+# --- 3 and 4 (unless already running since step 2) -------------------------------------
+if [[ -n "$INTERFACE_JOB" ]]; then
+  STATUS=0
+  wait "$INTERFACE_JOB" || STATUS=$?
+  INTERFACE_JOB=""
+  ((STATUS == 0)) || exit "$STATUS"
 else
-  say "building msg/srv with rosidl (cmake + make -j$JOBS)"
-  rm -f "$STAMPS/interfaces"
-  mkdir -p "$INTERFACE_BUILD"
-  LOG="$INTERFACE_BUILD/bootstrap.log"
-  if ! (
-    export CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV"
-    cmake -S "$ROOT" -B "$INTERFACE_BUILD" \
-      -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_INSTALL_PREFIX="$VENV" \
-      -DPython3_EXECUTABLE="$VPY" \
-      -DPython3_FIND_VIRTUALENV=ONLY \
-      -DBUILD_TESTING=OFF \
-      -DDIRECTION_UP_IK_INTERFACES_ONLY=ON &&
-      cmake --build "$INTERFACE_BUILD" -j "$JOBS" &&
-      cmake --install "$INTERFACE_BUILD"
-  ) >"$LOG" 2>&1; then
-    tail -n 40 "$LOG" >&2
-    say "error: interface build failed, full log: $LOG" >&2
-    exit 1
-  fi
-  write_stamp interfaces "$IFACE_HASH"
+  build_interfaces_if_changed
 fi
 
 # --- 5. editable install of the sources --------------------------------------

@@ -109,8 +109,7 @@ def client_process(index: int, fqn: str, count: int, seed: int, qos_depth: int, 
                 continue
             response = future.result()
             codes[response.error_code] = codes.get(response.error_code, 0) + 1
-            if response.error_code not in (SolveDirectionUpIK.Response.SUCCESS,
-                                           SolveDirectionUpIK.Response.NO_SOLUTION):
+            if response.error_code not in judge.outcomes:
                 wrong.append(f"request {i}: code {response.error_code}: {response.message[:200]}")
                 continue
             problems = judge.check(req, response)

@@ -293,6 +293,9 @@ class Judge:
         self.codes = {getattr(SolveDirectionUpIK.Response, k): k for k in dir(SolveDirectionUpIK.Response)
                       if k.isupper() and isinstance(getattr(SolveDirectionUpIK.Response, k), int)}
         self.Response = SolveDirectionUpIK.Response
+        #: Codes of a solved request (results present): IN_COLLISION when no success but a
+        #: candidate reached its targets only in collision (collision.enabled, issue 24).
+        self.outcomes = (self.Response.SUCCESS, self.Response.NO_SOLUTION, self.Response.IN_COLLISION)
         self.state = mid_range(self.model) if state is None else np.asarray(state, dtype=np.float64)
         try:
             self.fk = PinocchioFK(str(bundled_robot(ROBOT).urdf_path()), self.joint_names, self.ee_links,
@@ -354,7 +357,7 @@ class Judge:
 
     # ------------------------------------------------------------------ the check
     def check(self, request, response, check_errors: bool = True) -> List[str]:
-        """Problems of a SUCCESS / NO_SOLUTION response to ``request`` (empty list = fine)."""
+        """Problems of a SUCCESS / NO_SOLUTION / IN_COLLISION response to ``request`` (empty list = fine)."""
         R = self.Response
         problems = []
         if list(response.joint_names) != self.joint_names:
@@ -408,6 +411,8 @@ class Judge:
                                                                   and abs(mine - theirs) > atol):
                         problems.append(f"{where}.errors[{k}].{label}: reported {theirs!r}, independent "
                                         f"FK gives {mine!r}")
+            if res.success and response.collisions_checked and not res.collision_free:
+                problems.append(f"{where}: success reported in collision (clearance {res.clearance})")
             if res.success and not met:
                 problems.append(f"{where}: success reported but the independent FK misses the targets "
                                 f"(tolerances {tol_p} m / {tol_f} rad)")
@@ -420,7 +425,8 @@ class Judge:
             costs.append(res.cost if res.success else math.inf)
             successes.append(bool(res.success))
         any_success = any(successes)
-        if response.error_code != (R.SUCCESS if any_success else R.NO_SOLUTION):
+        colliding = any(res.stop_reason == "in_collision" for res in response.results)
+        if response.error_code != (R.SUCCESS if any_success else R.IN_COLLISION if colliding else R.NO_SOLUTION):
             problems.append(f"error_code {response.error_code} but {sum(successes)} successes")
         if response.success != any_success:
             problems.append(f"success flag {response.success} but {sum(successes)} successes")
@@ -433,7 +439,7 @@ class Judge:
         return problems
 
     def check_rejection(self, response) -> List[str]:
-        """Problems of a rejected (error code other than SUCCESS / NO_SOLUTION) response."""
+        """Problems of a rejected (error code other than SUCCESS / NO_SOLUTION / IN_COLLISION) response."""
         problems = []
         if response.success or response.best_index != -1 or len(response.results) != 0:
             problems.append(f"rejected response carries success={response.success}, best_index="

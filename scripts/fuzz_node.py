@@ -19,7 +19,7 @@ Checks (any failure is a violation; exit code 1):
 
 * every request gets a response, with an error code among the srv's constants (never
   INTERNAL_ERROR), the code the defect calls for, and a non-empty message;
-* rejected requests carry no results and best_index -1; SUCCESS / NO_SOLUTION responses are
+* rejected requests carry no results and best_index -1; SUCCESS / NO_SOLUTION / IN_COLLISION responses are
   re-checked against their own request with an independent FK (Pinocchio): joints within
   limits, inactive joints unchanged, every claimed success really within the tolerances,
   reported errors, cost and best_index as computed independently;
@@ -74,8 +74,8 @@ class Factory:
         self.T, self.C, self.Srv = DirectionUpTarget, DirectionUpCandidate, SolveDirectionUpIK
         self.R = SolveDirectionUpIK.Response
         R = self.R
-        self.valid_codes = {R.SUCCESS, R.NO_SOLUTION}
-        self.anything = {R.SUCCESS, R.NO_SOLUTION, R.INVALID_REQUEST, R.NUMERICAL_FAILURE}
+        self.valid_codes = set(judge.outcomes)
+        self.anything = {*judge.outcomes, R.INVALID_REQUEST, R.NUMERICAL_FAILURE}
         self.names = list(judge.joint_names)
         self.continuous = [i for i in range(len(self.names))
                            if not np.isfinite(judge.lower[i]) and not np.isfinite(judge.upper[i])]
@@ -300,7 +300,7 @@ class Factory:
         p = np.array([t.position.x, t.position.y, t.position.z]) + 10 ** self.rng.uniform(2, 9) * self.random_unit()
         set_vec(t.position, p)
         # (only one target of one candidate moves away: the others may still succeed)
-        return req, {self.R.SUCCESS, self.R.NO_SOLUTION, self.R.NUMERICAL_FAILURE}
+        return req, {*self.j.outcomes, self.R.NUMERICAL_FAILURE}
 
     def unknown_end_effector(self):
         req = self.valid()
@@ -625,7 +625,7 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
                 if response is None:
                     violation(f"settling request: no response within {request_timeout} s")
                     break
-                for p in (judge.check(req, response) if response.error_code in (R.SUCCESS, R.NO_SOLUTION)
+                for p in (judge.check(req, response) if response.error_code in judge.outcomes
                           else [f"settling request: {response.error_code}: {response.message}"]):
                     violation(p)
             return node.rss_kib()
@@ -683,7 +683,7 @@ def run(requests: int = 10_000, seed: int = 0, warmup: int = 200, rss_limit_mib:
                 violation(f"{where}: empty message (code {code})")
             if response.success != (code == R.SUCCESS):
                 violation(f"{where}: success={response.success} with code {code}")
-            if code in (R.SUCCESS, R.NO_SOLUTION):
+            if code in judge.outcomes:
                 for p in judge.check(req, response):
                     violation(f"{where}: {p}")
             else:

@@ -129,7 +129,7 @@ def client_worker(index: int, context, fqn: str, requests: int, seed: int, barri
                 continue
             stats.latencies.append(dt)
             stats.codes[response.error_code] = stats.codes.get(response.error_code, 0) + 1
-            if response.error_code not in (R.SUCCESS, R.NO_SOLUTION):
+            if response.error_code not in judge.outcomes:
                 stats.rejected += 1
                 stats.problems.append(f"client {index} request {i}: rejected {response.error_code}: "
                                       f"{response.message[:200]}")

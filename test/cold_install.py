@@ -5,22 +5,27 @@ The copy's in-tree cache cannot be written (as for an install tree owned by anot
 read-only for every user but root, and ``core/compiled/__pycache__`` is a file, so that not
 even root can make the folder there; so numba caches the kernels per user, under ``home``.
 ``test/conftest.py`` starts the compile when a test that needs it was collected, so that its
-minutes overlap the other tests; :func:`precompiled` waits for it.
+minutes overlap the other tests; :func:`precompiled` waits for it, in whichever pytest-xdist
+worker runs that test.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
 
 REPO = Path(__file__).resolve().parents[1]
-_state: Dict[str, object] = {}
+#: Environment variable naming the run's shared folder of the cold install.
+SHARED_ENV = "DIRECTION_UP_IK_TEST_COLD_INSTALL"
 
 
 def environment(root: Path) -> Dict[str, str]:
@@ -43,33 +48,56 @@ def make(root: Path) -> Path:
     return root
 
 
+def _shared() -> Path:
+    """The folder of this test run's cold install, the same for every pytest-xdist worker
+    (``test/conftest.py`` names it in the environment before the workers start)."""
+    folder = os.environ.get(SHARED_ENV)
+    if not folder:
+        folder = tempfile.mkdtemp(prefix="direction_up_ik_cold_")
+        os.environ[SHARED_ENV] = folder
+    return Path(folder)
+
+
 def start() -> None:
-    """Make the copy and start ``python -m direction_up_ik.precompile`` there (once)."""
-    if "process" in _state:
-        return
-    root = make(Path(tempfile.mkdtemp(prefix="direction_up_ik_cold_")))
-    _state["root"] = root
-    _state["process"] = subprocess.Popen([sys.executable, "-m", "direction_up_ik.precompile"], cwd=root,
-                                         env=environment(root), stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True)
+    """Make the copy and start ``python -m direction_up_ik.precompile`` there, once per test
+    run whichever worker asks first (a file lock); output and exit code go to files."""
+    shared = _shared()
+    with open(shared / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (shared / "pid").exists():
+            return
+        root = make(shared)
+        script = '"$0" -m direction_up_ik.precompile >"$1" 2>&1; echo $? >"$2.tmp"; mv "$2.tmp" "$2"'
+        process = subprocess.Popen(["sh", "-c", script, sys.executable, str(shared / "output.txt"),
+                                    str(shared / "exit_code")],
+                                   cwd=root, env=environment(root), start_new_session=True)
+        (shared / "pid").write_text(str(process.pid))
 
 
 def precompiled(timeout: float) -> tuple:
     """(root, exit code, output) of the background precompile, started now if it was not."""
     start()
-    process: subprocess.Popen = _state["process"]  # type: ignore[assignment]
-    output, _ = process.communicate(timeout=timeout)
-    return _state["root"], process.returncode, output
+    shared = _shared()
+    deadline = time.monotonic() + timeout
+    while not (shared / "exit_code").exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the cold install's precompile did not end within {timeout} s")
+        time.sleep(0.5)
+    return shared, int((shared / "exit_code").read_text()), (shared / "output.txt").read_text()
 
 
 def cleanup() -> None:
-    process: Optional[subprocess.Popen] = _state.pop("process", None)  # type: ignore[assignment]
-    if process is not None and process.poll() is None:
-        process.kill()
-        process.wait()
-    root: Optional[Path] = _state.pop("root", None)  # type: ignore[assignment]
-    if root is not None:
-        for path in root.rglob("*"):
-            if not path.is_symlink():
-                path.chmod(path.stat().st_mode | stat.S_IWUSR)
-        shutil.rmtree(root, ignore_errors=True)
+    """Stop the precompile if it still runs and remove the copy (once, by the run's main process)."""
+    folder = os.environ.get(SHARED_ENV)
+    if not folder or not Path(folder).is_dir():
+        return
+    shared = Path(folder)
+    if (shared / "pid").exists() and not (shared / "exit_code").exists():
+        try:
+            os.killpg(int((shared / "pid").read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for path in shared.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    shutil.rmtree(shared, ignore_errors=True)

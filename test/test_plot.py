@@ -79,3 +79,29 @@ def test_link_tree_and_errors():
 def test_solved_example_title_reports_success(tmp_path):
     out = plot_solved_example("panda_like", tmp_path / "panda.png")
     assert out.stat().st_size > 30_000
+
+
+def test_collision_bodies_and_obstacles_are_drawn(tmp_path):
+    """With a collision scene: the robot's bodies (grey) and an obstacle (brown) appear, a body in
+    collision turns red, and the picture differs from the one without the scene."""
+    from direction_up_ik import CollisionScene, Obstacle
+    from direction_up_ik.core.rotations import make_transform
+    robot = load_robot("dual_arm_torso")
+    q = mid_range(robot)
+    hand = robot.link_transforms(q, ["left_hand_link"])[0, :3, 3]
+    crate = Obstacle.box((0.2, 0.2, 0.2), make_transform(None, hand), name="crate")
+    scene = CollisionScene.from_urdf(robot, bundled_robot("dual_arm_torso").urdf_path(), obstacles=[crate])
+    assert not scene.check(q).collision_free[0]
+    plain = plot_pose(robot, q, tmp_path / "plain.png")
+    drawn = plot_pose(robot, q, tmp_path / "scene.png", collision_scene=scene)
+    assert image_stats(drawn)[2] > image_stats(plain)[2] * 1.2  # the bodies add ink
+
+    def count(path, colour):
+        r, g, b = np.moveaxis(imread(str(path))[..., :3], -1, 0)
+        if colour == "brown":  # OBSTACLE_COLOUR over white and grey
+            return int(((r > 0.45) & (r < 0.8) & (g > 0.3) & (g < 0.6) & (b > 0.25) & (b < 0.55) & (r - b > 0.1)).sum())
+        return int(((r > 0.6) & (r - g > 0.25) & (r - b > 0.25)).sum())  # red: x axes, colliding bodies
+    assert count(drawn, "brown") > 500 and count(plain, "brown") < 50
+    scene.set_obstacles([Obstacle.box((0.2, 0.2, 0.2), make_transform(None, hand + (0.0, 0.6, 0.0)))])
+    apart = plot_pose(robot, q, tmp_path / "apart.png", collision_scene=scene)
+    assert count(drawn, "red") > count(apart, "red") + 200  # the colliding hand

@@ -11,6 +11,7 @@ from .errors import (CandidateStructureError, DirectionUpIKError, DirectionValid
                      UnsupportedDeviceError)
 from .backend import solve_problem, warm_up_backend
 from .batch import robo_solve_ik_direction_up_multi_batch
+from .collision import BodyPart, CollisionGeometryWarning, CollisionReport, CollisionScene, Obstacle
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
@@ -20,10 +21,11 @@ from .targets import DirectionUpTarget
 from .xacro_files import xacro_to_urdf
 
 __all__ = [
-    "CandidateStructureError", "DirectionUpIKError", "DirectionUpTarget",
+    "BodyPart", "CandidateStructureError", "CollisionGeometryWarning", "CollisionReport", "CollisionScene",
+    "DirectionUpIKError", "DirectionUpTarget",
     "DirectionValidationError", "IKBatchResult", "IKProblem", "InputTypeError",
     "InputValidationError", "JointLimitError", "LocalAxisConfigurationError",
-    "NumericalFailure", "RobotKinematics", "RobotModelError", "SearchResult", "SearchSettings",
+    "NumericalFailure", "Obstacle", "RobotKinematics", "RobotModelError", "SearchResult", "SearchSettings",
     "SolverSettings", "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
     "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem", "warm_up_backend",
     "warm_up_search", "xacro_to_urdf",

@@ -616,6 +616,31 @@ class RobotKinematics:
             out[:, i, :3, 3] = p_n + r_n @ fixed[:3, 3]
         return out.reshape(lead + (len(link_names), 4, 4))
 
+    def link_attachment(self, name: str) -> Tuple[int, np.ndarray]:
+        """(node, (4, 4) node -> link transform) of link ``name``: the movable joint (node of
+        :meth:`node_frames`, -1 = the root link) it is rigidly attached to."""
+        if name not in self._link_frame:
+            raise InputValidationError(
+                "link name", f"unknown link '{name}'; links: {_preview(self.link_names)}")
+        node, fixed = self._link_frame[name]
+        return int(node), fixed.copy()
+
+    def node_frames(self, q) -> Tuple[np.ndarray, np.ndarray]:
+        """Frames of every node (movable joint, mimic ones included) in the root link's frame.
+
+        Args:
+            q: (N, D) joint coordinates (rad / m).
+        Returns:
+            rotations (N, K, 3, 3) and positions (N, K, 3), metres.
+        """
+        flat, _ = self._as_batch(q)
+        rot, pos = self._node_frames(flat, self._all_nodes, np.eye(4))
+        k, n = len(self._all_nodes), len(flat)
+        out_r, out_p = np.empty((n, k, 3, 3)), np.empty((n, k, 3))
+        for node in self._all_nodes:
+            out_r[:, node], out_p[:, node] = rot[node], pos[node]
+        return out_r, out_p
+
     def update_fk(self) -> None:
         """Recompute every link and TCP world transform from ``joint_q``."""
         q = self._joint_q.astype(np.float64)[None]

@@ -16,9 +16,11 @@ STOP_NO_ACTIVE_JOINTS = "no_active_joints"  # nothing to move and tolerances not
 STOP_TIME_BUDGET = "time_budget"          # a caller's deadline passed (search only)
 STOP_SUPERSEDED = "superseded"            # enough other starts of its candidate succeeded (search only)
 STOP_STALLED = "stalled"                  # < 5 % residual progress in stall_window steps (opt-in)
-#: Every stop reason; the compiled kernel's integer reason codes index this tuple.
+STOP_IN_COLLISION = "in_collision"        # converged, but in collision (a search with a collision scene)
+#: Every stop reason; the compiled kernel's integer reason codes index this tuple (it never
+#: gives the last, which only the search sets).
 STOP_REASONS = (STOP_CONVERGED, STOP_NO_ACCEPTABLE_STEP, STOP_STEP_TOO_SMALL, STOP_MAX_ITERS,
-                STOP_NO_ACTIVE_JOINTS, STOP_TIME_BUDGET, STOP_SUPERSEDED, STOP_STALLED)
+                STOP_NO_ACTIVE_JOINTS, STOP_TIME_BUDGET, STOP_SUPERSEDED, STOP_STALLED, STOP_IN_COLLISION)
 
 
 @dataclass(frozen=True)

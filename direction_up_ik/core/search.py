@@ -44,10 +44,11 @@ from typing import Callable, Optional
 import numpy as np
 
 from .backend import batch_threads, compiled_backend, compiled_module, solve_problem
-from .errors import NumericalFailure
+from .collision import CollisionScene
+from .errors import InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
-from .result import STOP_SUPERSEDED, IKBatchResult
+from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult
 from .seeds import LIBRARY_SIZE, library_for, pose_features, random_starts, start_bounds
 from .settings import SEARCH_SOLVER_DEFAULTS, search_settings, solver_settings
 from .targets import DirectionUpTarget
@@ -60,6 +61,9 @@ SPLIT_MIN_CANDIDATES = 128
 
 #: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
 AcceptFn = Callable[[int, np.ndarray], bool]
+#: row_filter(joint_q (n, D) float32) -> (n,) bool: the solutions kept (vectorised, thread-safe:
+#: the collision scene's check).
+RowFilter = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,10 @@ class SearchResult:
             success are not);
         successes: (B,) accepted successes per candidate; elapsed_s: wall time;
         timed_out: True when the time budget stopped the search;
-        iterations: (B,) int64 iterations summed over every start of the candidate's search.
+        iterations: (B,) int64 iterations summed over every start of the candidate's search;
+        clearance: (B,) float64 metres, with a ``collision_scene``: the clearance
+            (``CollisionReport.clearance``) of each candidate's returned ``joint_q``, > 0 for
+            every success; NaN without a scene (not checked).
     """
 
     result: IKBatchResult
@@ -89,6 +96,7 @@ class SearchResult:
     elapsed_s: float
     timed_out: bool
     iterations: np.ndarray
+    clearance: Optional[np.ndarray] = None
 
 
 _thread_local = threading.local()
@@ -193,7 +201,8 @@ def _limit_centers(problem: IKProblem):
 def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optional[float] = None,
                    max_rounds: Optional[int] = None, min_successes: int = 1,
                    selection: str = "least_motion", random_seed: Optional[int] = 0,
-                   accept: Optional[AcceptFn] = None, seeding: str = "nearest") -> SearchResult:
+                   accept: Optional[AcceptFn] = None, seeding: str = "nearest",
+                   collision_scene: Optional[CollisionScene] = None) -> SearchResult:
     """Run the search on a built problem (see :func:`robo_search_ik_direction_up`).
 
     The problem's settings are used as they are (build it with ``**SEARCH_SOLVER_DEFAULTS``
@@ -206,6 +215,82 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     options = search_settings(num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
                               min_successes=min_successes, selection=selection, random_seed=random_seed,
                               seeding=seeding)
+    if collision_scene is None:
+        found = _search_problem(problem, options, accept, None)
+        return dataclasses.replace(found, clearance=np.full(problem.num_candidates, np.nan))
+    return _collision_search(problem, options, accept, _checked_scene(problem, collision_scene))
+
+
+def _checked_scene(problem: IKProblem, scene) -> CollisionScene:
+    """``scene`` when it is a CollisionScene of this problem's robot."""
+    if not isinstance(scene, CollisionScene):
+        raise InputValidationError("collision_scene", f"must be a CollisionScene or None, got "
+                                                      f"{type(scene).__name__}")
+    if tuple(scene.robot.joint_names) != tuple(problem.robot.joint_names):
+        raise InputValidationError("collision_scene", "was built for another robot model (its joints "
+                                                      f"{list(scene.robot.joint_names)} differ)")
+    return scene
+
+
+def _collision_search(problem: IKProblem, options, accept: Optional[AcceptFn], scene: CollisionScene) -> SearchResult:
+    """The search with a collision scene: first the search without it (the compiled one, when it
+    applies), whose answers mostly are collision-free already; then the candidates whose answer
+    collides again, from the start, in the time left, in the Python rounds with the scene's check
+    as a row filter (their colliding successes do not count, so their seeds go on)."""
+    start = time.perf_counter()
+    first = _search_problem(problem, options, accept, None)
+    report = scene.check(first.result.joint_q)
+    redo = np.flatnonzero((first.result.success == 1) & ~report.collision_free)
+    clearance = report.clearance
+    if len(redo):
+        left = None
+        if options.time_budget is not None:
+            # round 0 always runs: a spent budget still gives each candidate its current state
+            left = max(options.time_budget - (time.perf_counter() - start), 1e-9)
+        again = _search_problem(problem.select(redo), dataclasses.replace(options, time_budget=left), accept,
+                                scene.collision_free)
+        first = _splice(problem, options.selection, first, again, redo)
+        clearance = clearance.copy()
+        clearance[redo] = scene.check(again.result.joint_q).clearance
+    result = first.result
+    reasons = tuple(STOP_IN_COLLISION if (reason == STOP_CONVERGED and not ok and gap <= 0.0) else reason
+                    for reason, ok, gap in zip(result.stop_reason, result.success.tolist(), clearance.tolist()))
+    if reasons != result.stop_reason:
+        result = dataclasses.replace(result, stop_reason=reasons)
+    return dataclasses.replace(first, result=result, clearance=clearance, elapsed_s=time.perf_counter() - start)
+
+
+def _splice(problem: IKProblem, selection: str, found: SearchResult, again: SearchResult,
+            rows: np.ndarray) -> SearchResult:
+    """``found`` with candidates ``rows`` replaced by ``again`` (their new search); starts and
+    iterations add up, ``best_index`` is chosen anew."""
+    old, new = found.result, again.result
+
+    def put(field):
+        values = getattr(old, field).copy()
+        values[rows] = getattr(new, field)
+        return values
+    reasons = list(old.stop_reason)
+    for i, row in enumerate(rows.tolist()):
+        reasons[row] = new.stop_reason[i]
+    success, cost, joint_q = put("success"), put("cost"), put("joint_q")
+    score = selection_score(problem, joint_q, np.where(success == 1, cost, np.inf), selection)
+    result = IKBatchResult(
+        joint_q=joint_q, success=success, cost=cost, best_index=int(np.argmin(score)) if success.any() else None,
+        position_error=put("position_error"), direction_error=put("direction_error"), up_error=put("up_error"),
+        iterations=put("iterations"), stop_reason=tuple(reasons), active_dof_ids=old.active_dof_ids,
+        backend=_backends([old, new]))
+    starts, iterations, successes = found.starts.copy(), found.iterations.copy(), found.successes.copy()
+    starts[rows] += again.starts
+    iterations[rows] += again.iterations
+    successes[rows] = again.successes
+    return SearchResult(result=result, rounds=max(found.rounds, again.rounds), starts=starts, successes=successes,
+                        elapsed_s=0.0, timed_out=found.timed_out or again.timed_out, iterations=iterations)
+
+
+def _search_problem(problem: IKProblem, options, accept: Optional[AcceptFn],
+                    row_filter: Optional[RowFilter]) -> SearchResult:
+    """:func:`search_problem` of validated ``options`` (a SearchSettings)."""
     num_seeds, time_budget, max_rounds = options.num_seeds, options.time_budget, options.max_rounds
     min_successes, selection, seeding = options.min_successes, options.selection, options.seeding
     random_seed = options.random_seed
@@ -213,8 +298,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
     deadline = None if time_budget is None else start_time + float(time_budget)
     options = dict(num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
                    min_successes=min_successes, selection=selection, random_seed=random_seed,
-                   accept=accept, seeding=seeding)
-    if accept is None and seeding == "nearest":
+                   accept=accept, seeding=seeding, row_filter=row_filter)
+    if accept is None and row_filter is None and seeding == "nearest":
         found = _compiled_search(problem, num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
                                  min_successes=min_successes, selection=selection)
         if found is not None and found.used_up:
@@ -358,10 +443,12 @@ def _merge(parts) -> SearchResult:
 
 def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], max_rounds: Optional[int],
             min_successes: int, selection: str, random_seed, accept: Optional[AcceptFn], seeding: str,
-            parallel: Optional[bool], resume: Optional[_Compiled] = None):
+            parallel: Optional[bool], resume: Optional[_Compiled] = None,
+            row_filter: Optional[RowFilter] = None):
     """The search of validated options: (SearchResult with elapsed_s 0, (B,) selection score
     of each candidate's pick, inf = none). ``parallel``: of the solves (solve_problem's).
-    ``resume``: the rounds the compiled search ran (no callback), to go on from."""
+    ``resume``: the rounds the compiled search ran (no callback), to go on from.
+    ``row_filter``: rejects successes, like ``accept`` but a batch at a time."""
     b = problem.num_candidates
     if resume is not None:
         return _search_rounds(problem, resume.result, resume.rounds, resume.starts.copy(),
@@ -370,10 +457,10 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
                               resume.closest.copy(), num_seeds=num_seeds,
                               deadline=deadline, max_rounds=max_rounds, min_successes=min_successes,
                               selection=selection, random_seed=random_seed, accept=None, seeding=seeding,
-                              parallel=parallel)
+                              parallel=parallel, row_filter=row_filter)
     # Round 0: every candidate from the current state (the spec's local solve).
     first = solve_problem(problem, None, deadline, parallel=parallel)
-    if accept is None and selection == "least_motion" and min_successes == 1 \
+    if accept is None and row_filter is None and selection == "least_motion" and min_successes == 1 \
             and (num_seeds == 0 or first.success.all()):
         # Nothing left to search (the common single-target case): round 0's result
         # is the answer as it stands, without the bookkeeping below.
@@ -386,14 +473,16 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
                           np.full(b, np.inf), np.full(b, -1), np.zeros(b, dtype=np.int64), np.full(b, np.inf),
                           num_seeds=num_seeds, deadline=deadline,
                           max_rounds=max_rounds, min_successes=min_successes, selection=selection,
-                          random_seed=random_seed, accept=accept, seeding=seeding, parallel=parallel)
+                          random_seed=random_seed, accept=accept, seeding=seeding, parallel=parallel,
+                          row_filter=row_filter)
 
 
 def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts: np.ndarray,
                    successes: np.ndarray, best_score: np.ndarray, pick_round: np.ndarray, iterations: np.ndarray,
                    closest: np.ndarray, *, num_seeds: int,
                    deadline: Optional[float], max_rounds: Optional[int], min_successes: int, selection: str,
-                   random_seed, accept: Optional[AcceptFn], seeding: str, parallel: Optional[bool]):
+                   random_seed, accept: Optional[AcceptFn], seeding: str, parallel: Optional[bool],
+                   row_filter: Optional[RowFilter] = None):
     """:func:`_search`'s rounds of seeds after ``rounds`` rounds (0: ``first`` is round 0's
     result, still to be counted; else the rounds so far summed up in ``first``, one row per
     candidate: its pick, or its nearest attempt where ``pick_round`` is -1, with ``starts``,
@@ -427,6 +516,9 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         results.append(out)
         np.add.at(iterations, cand, out.iterations)
         ok = out.success.astype(bool)
+        if row_filter is not None and ok.any():
+            rows = np.flatnonzero(ok)
+            ok[rows] = row_filter(out.joint_q[rows])
         if accept is not None:
             for i in np.flatnonzero(ok):
                 ok[i] = bool(accept(int(cand[i]), out.joint_q[i].copy()))
@@ -577,7 +669,7 @@ def robo_search_ik_direction_up(
         max_position_error: float, num_seeds: int = 4, time_budget: Optional[float] = None,
         max_rounds: Optional[int] = None, min_successes: int = 1, selection: str = "least_motion",
         random_seed: Optional[int] = 0, accept: Optional[AcceptFn] = None, seeding: str = "nearest",
-        joint_bounds=None, root_world_xform=None,
+        joint_bounds=None, root_world_xform=None, collision_scene: Optional[CollisionScene] = None,
         max_step_norm: float = SEARCH_SOLVER_DEFAULTS["max_step_norm"],
         jacobian: str = SEARCH_SOLVER_DEFAULTS["jacobian"],
         stall_window: int = SEARCH_SOLVER_DEFAULTS["stall_window"],
@@ -613,6 +705,11 @@ def robo_search_ik_direction_up(
             a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target,
             "random" uniform random states (slower, see docs/performance.md).
         accept: optional callback rejecting solutions (MoveIt's solution callback).
+        collision_scene: optional :class:`~.collision.CollisionScene` of this robot: a
+            candidate succeeds only with a collision-free solution (the seeds go on while
+            solutions collide; a candidate whose converged attempts all collided reports
+            ``stop_reason`` "in_collision"), and ``SearchResult.clearance`` is filled. Its
+            check runs in the Python rounds (:func:`_search`), not the compiled search.
         joint_bounds: optional (lower, upper) (D,) narrowing the limits for starts
             and solutions (MoveIt's consistency limits). The seed library is drawn in
             the bounds, so each distinct pair builds its own (a few milliseconds, the
@@ -638,4 +735,4 @@ def robo_search_ik_direction_up(
                             checked, joint_bounds=joint_bounds)
     return search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
                           min_successes=min_successes, selection=selection, random_seed=random_seed,
-                          accept=accept, seeding=seeding)
+                          accept=accept, seeding=seeding, collision_scene=collision_scene)

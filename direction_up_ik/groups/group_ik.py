@@ -23,20 +23,27 @@ Rules of the MoveIt front end, for the plugin class and the node's GetPositionIK
   the budget ran out; a tip pose farther from ``base_frame`` than the chain's longest reach
   (``RobotKinematics.tcp_reach_bounds``: fixed offsets plus prismatic travel plus the TCP offset
   along the chain) is answered at once, without spending the budget;
-* collisions: not checked (collision-aware solving has not landed): MoveIt's
-  ``avoid_collisions`` is ignored, and MoveIt checks the answer itself.
+* collisions: after :meth:`GroupIK.enable_collisions` (the node does it while its
+  ``collision.enabled`` is true and the robot has collision geometry; the plugin class when
+  kinematics.yaml says ``avoid_collisions: true``) the search keeps only collision-free
+  solutions: the group model's links (every link below ``base_frame``) among themselves and
+  against the obstacles of :meth:`GroupIK.set_obstacles` (in ``base_frame``). Joints of the
+  model outside the group stand where :meth:`GroupIK.set_joint_state` put them (the bridge:
+  MoveIt's robot state). Links above ``base_frame`` are not part of the model and not checked.
+  Per query, ``avoid_collisions`` (MoveIt's flag) turns the check on or off; its default is
+  kinematics.yaml's ``avoid_collisions``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from ..core import (DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem, search_problem,
-                    solve_problem, warm_up_search)
+from ..core import (CollisionScene, DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem,
+                    search_problem, solve_problem, warm_up_search)
 from ..core.backend import prepare_kernels
 from ..core.limits import LIMIT_TOLERANCE, clamp_to_limits, float32_within_limits
 from ..core.rotations import make_transform, rpy_to_matrix
@@ -84,6 +91,9 @@ class GroupIK:
         self._config = config
         self._robot: Optional[RobotKinematics] = None
         self._link_solvers = {}
+        self._scene: Optional[CollisionScene] = None
+        self._collision_options = None  # enable_collisions() arguments, for the link solvers
+        self._obstacles = ()
 
     @property
     def config(self) -> Optional[GroupKinematicsConfig]:
@@ -127,9 +137,64 @@ class GroupIK:
         self._description = robot_description
         self._link_solvers = {}
         self._chain = None  # chain_links(), parsed on first use
+        self._scene = None
         self.error = ""
         self._warm_up()
+        if config.avoid_collisions:
+            try:
+                self.enable_collisions(padding=config.collision_padding)
+            except DirectionUpIKError as exc:
+                self.error = f"initialize failed: collision model: {exc}"
+                self._robot = None
+                return False
         return True
+
+    # ------------------------------------------------------------ collisions
+    def enable_collisions(self, urdf=None, *, srdf=None, padding: float = 0.0, mesh_paths=()) -> None:
+        """Build the collision model of the group's robot model (``CollisionScene.from_urdf``:
+        ``urdf`` default the description given to :meth:`initialize`; ``srdf``'s disabled pairs;
+        ``padding`` metres; ``mesh_paths``), with the obstacles set so far. Queries then keep only
+        collision-free solutions unless they pass ``avoid_collisions=False``.
+
+        Raises:
+            DirectionUpIKError: an unreadable SRDF or collision element (from the core).
+        """
+        options = dict(urdf=self._description if urdf is None else urdf, srdf=srdf, padding=padding,
+                       mesh_paths=tuple(mesh_paths))
+        scene = CollisionScene.from_urdf(self._robot, options["urdf"], srdf=srdf, padding=padding,
+                                         mesh_paths=options["mesh_paths"])
+        scene.set_obstacles(self._obstacles)
+        self._scene, self._collision_options = scene, options
+        for solver in self._link_solvers.values():
+            solver.enable_collisions(**options)
+
+    @property
+    def collision_scene(self) -> Optional[CollisionScene]:
+        """The group's collision model (None until :meth:`enable_collisions`)."""
+        return self._scene
+
+    def set_obstacles(self, obstacles) -> None:
+        """Replace the world obstacles (core ``Obstacle`` s with poses in ``base_frame``)."""
+        self._obstacles = tuple(obstacles)
+        if self._scene is not None:
+            self._scene.set_obstacles(self._obstacles)
+        for solver in self._link_solvers.values():
+            solver.set_obstacles(self._obstacles)
+
+    def set_joint_state(self, positions: Mapping[str, float]) -> None:
+        """Place the model's joints outside the group (the collision check sees them) at
+        ``positions`` (name -> rad / m, clamped into the limits); other names are ignored."""
+        robot = self._robot
+        q = np.array(robot.joint_q, dtype=np.float64)
+        active = set(self._active.tolist())
+        for i, name in enumerate(robot.joint_names):
+            value = positions.get(name)
+            if i not in active and value is not None and np.isfinite(value):
+                q[i] = value
+        robot.joint_q[:] = float32_within_limits(np.clip(q, robot.lower_limits, robot.upper_limits),
+                                                 robot.lower_limits, robot.upper_limits)
+        for solver in self._link_solvers.values():
+            solver.set_joint_state(positions)
 
     def _warm_up(self) -> None:
         """Build the seed library now and start loading (or compiling) the compiled kernels in
@@ -195,6 +260,9 @@ class GroupIK:
             if not solver.initialize(self._description, self._group, self._base, list(links),
                                      self._search_discretization) or not solver.get_joint_names():
                 return None, f"link '{links[0]}' cannot be solved for: {solver.error or 'no joint moves it'}"
+            solver._obstacles = self._obstacles
+            if self._collision_options is not None:
+                solver.enable_collisions(**self._collision_options)
             self._link_solvers[links[0]] = solver
         return solver, ""
 
@@ -212,24 +280,30 @@ class GroupIK:
         return True, ""
 
     # -------------------------------------------------------------- IK
-    def get_position_ik(self, ik_poses, ik_seed_state: Sequence[float], options=None) -> IKResult:
+    def get_position_ik(self, ik_poses, ik_seed_state: Sequence[float], options=None, *,
+                        avoid_collisions: Optional[bool] = None) -> IKResult:
         """One local solve (the spec's algorithm, with the group's solver settings: the search's
-        defaults when the group searches, see kinematics_yaml) from the seed state."""
+        defaults when the group searches, see kinematics_yaml) from the seed state; with collision
+        checking (see the module), a solution in collision is NO_IK_SOLUTION."""
         return self._solve(ik_poses, ik_seed_state, timeout=None, consistency_limits=None,
-                           solution_callback=None, search=False)
+                           solution_callback=None, search=False, avoid_collisions=avoid_collisions)
 
     def search_position_ik(self, ik_poses, ik_seed_state: Sequence[float], timeout: Optional[float] = None,
                            consistency_limits: Optional[Sequence[float]] = None,
-                           solution_callback: Optional[SolutionCallback] = None, options=None) -> IKResult:
+                           solution_callback: Optional[SolutionCallback] = None, options=None, *,
+                           avoid_collisions: Optional[bool] = None) -> IKResult:
         """Multi-seed search until a solution is accepted or ``timeout`` (s) passes.
 
         ``consistency_limits`` bound each joint to seed +- limit; a ``solution_callback``
-        returning anything but True/SUCCESS rejects a solution and the search goes on.
+        returning anything but True/SUCCESS rejects a solution and the search goes on; so does a
+        solution in collision while collisions are checked (``avoid_collisions``, default the
+        group's kinematics.yaml ``avoid_collisions``; needs :meth:`enable_collisions`).
         """
         return self._solve(ik_poses, ik_seed_state, timeout=timeout, consistency_limits=consistency_limits,
-                           solution_callback=solution_callback, search=True)
+                           solution_callback=solution_callback, search=True, avoid_collisions=avoid_collisions)
 
-    def _solve(self, ik_poses, seed, timeout, consistency_limits, solution_callback, search) -> IKResult:
+    def _solve(self, ik_poses, seed, timeout, consistency_limits, solution_callback, search,
+               avoid_collisions=None) -> IKResult:
         if self._robot is None:
             return IKResult(None, MoveItErrorCode.FAILURE, "plugin not initialized")
         poses = list(ik_poses) if isinstance(ik_poses, (list, tuple)) else [ik_poses]
@@ -275,6 +349,8 @@ class GroupIK:
         q[self._active] = seed
         robot.joint_q[:] = float32_within_limits(q, robot.lower_limits, robot.upper_limits)
         timeout = config.timeout if timeout is None or timeout <= 0 else float(timeout)
+        check = config.avoid_collisions if avoid_collisions is None else bool(avoid_collisions)
+        scene = self._scene if check and self._scene is not None and self._scene.link_bodies else None
         try:
             problem = build_problem(robot, (targets,), tuple(self._active), "cpu", None, config.settings,
                                     joint_bounds=bounds)
@@ -296,14 +372,22 @@ class GroupIK:
                 found = search_problem(problem, num_seeds=options.num_seeds, time_budget=timeout,
                                        max_rounds=None, min_successes=options.min_successes,
                                        selection=options.selection, random_seed=options.random_seed,
-                                       accept=accept, seeding=options.seeding if bounds is None else "random")
+                                       accept=accept, seeding=options.seeding if bounds is None else "random",
+                                       collision_scene=scene)
                 result, timed_out = found.result, found.timed_out
         except FloatingPointError as exc:
             return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
-        if result.best_index is None:
+        report = None if scene is None else scene.check(result.joint_q[0])
+        if result.best_index is None or not (report is None or report.collision_free[0]):
             # NO_IK_SOLUTION also when the budget ran out, as MoveIt's own IK answers (TIMED_OUT
             # reads as "try again with more time", which does not help an unreachable pose).
             spent = "; the time budget ran out" if search and timed_out else ""
+            if report is not None and not report.collision_free[0] and result.position_error[0].max() < \
+                    config.settings.position_tol:
+                pair = " - ".join(report.closest_pair[0])
+                return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION,
+                                f"no collision-free solution: the nearest one collides ({pair}, "
+                                f"{1e3 * report.clearance[0]:.1f} mm){spent}")
             return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION,
                             f"no solution (position error {result.position_error[0].max():.4g} m{spent})")
         solution = result.joint_q[0][self._active].astype(np.float64).tolist()

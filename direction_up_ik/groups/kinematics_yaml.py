@@ -17,6 +17,13 @@ Per planning group, MoveIt's keys::
         tip_frames: [panda_hand]   # (base = chain base, tips = chain tips, as MoveIt takes them)
         tcp_offsets:               # link -> TCP offset of a link IK is solved for; default none:
           panda_hand: {xyz: [0, 0, 0.1034], rpy: [0, 0, 0]}   # a request's pose is then the TCP's
+        avoid_collisions: false    # the plugin class: keep only solutions free of self-collision
+        collision_padding: 0.0     # m around every link (with avoid_collisions)
+
+``avoid_collisions`` (default false: MoveIt checks answers itself) makes the plugin class check
+its answers against the robot's own collision geometry (URDF ``<collision>``, the group model's
+links); the node's GetPositionIK bridge follows each request's ``avoid_collisions`` and its
+``collision.*`` parameters instead.
 
 The ``direction_up_ik`` keys are generated from the settings schema (:data:`SOLVER_KEYS`,
 :data:`SEARCH_KEYS`) and checked by its validator. Defaults: the schema's, with
@@ -51,7 +58,8 @@ SOLVER_KEYS = tuple(f.name for f in dataclasses.fields(SolverSettings))
 #: takes from MoveIt (the budget is kinematics_solver_timeout; rounds run until it).
 SEARCH_KEYS = tuple(f.name for f in dataclasses.fields(SearchSettings) if f.name not in ("time_budget", "max_rounds"))
 #: ``direction_up_ik`` keys of the group itself.
-GROUP_KEYS = ("mode", "local_axes", "base_frame", "tip_frames", "tcp_offsets")
+GROUP_KEYS = ("mode", "local_axes", "base_frame", "tip_frames", "tcp_offsets", "avoid_collisions",
+              "collision_padding")
 MODES = ("full", "axis")
 LOCAL_AXES = ("tcp", "x_y")
 DEFAULT_TIMEOUT = 0.005
@@ -90,6 +98,10 @@ class GroupKinematicsConfig:
     tip_frames: tuple = ()
     #: ((link, (x, y, z) m, (roll, pitch, yaw) rad), ...): link -> TCP offsets (URDF rpy).
     tcp_offsets: tuple = ()
+    #: Queries keep only collision-free solutions by default (the robot's own geometry).
+    avoid_collisions: bool = False
+    #: m added around every link of the collision model.
+    collision_padding: float = 0.0
 
     def tcp_offset(self, link: str):
         """((x, y, z), (roll, pitch, yaw)) link -> TCP of ``link`` (metres, radians); None: none."""
@@ -180,6 +192,18 @@ def group_config(group: str, entry: Mapping[str, Any]) -> GroupKinematicsConfig:
         kwargs["tip_frames"] = tuple(tips)
     if "tcp_offsets" in own:
         kwargs["tcp_offsets"] = _tcp_offsets(group, own["tcp_offsets"])
+    if "avoid_collisions" in own:
+        if not isinstance(own["avoid_collisions"], bool):
+            raise KinematicsYamlError(f"{group}.{OWN_KEY}.avoid_collisions: must be true or false, "
+                                      f"got {own['avoid_collisions']!r}")
+        kwargs["avoid_collisions"] = own["avoid_collisions"]
+    if "collision_padding" in own:
+        padding = own["collision_padding"]
+        if isinstance(padding, bool) or not isinstance(padding, (int, float)) or not (
+                math.isfinite(padding) and padding >= 0):
+            raise KinematicsYamlError(f"{group}.{OWN_KEY}.collision_padding: must be a finite number >= 0 "
+                                      f"(metres), got {padding!r}")
+        kwargs["collision_padding"] = float(padding)
     return GroupKinematicsConfig(**kwargs)
 
 

@@ -18,8 +18,10 @@ The rules of ``moveit_msgs/PositionIKRequest`` (its field comments), as served h
 * poses are in the group's base frame (``header.frame_id`` empty or the base frame);
 * ``timeout`` 0 (what srv_kinematics_plugin always sends) means the group's
   ``kinematics_solver_timeout``; every budget is capped by ``max_timeout``;
-* ``avoid_collisions`` is ignored: collision-aware solving has not landed, so answers are not
-  checked against collisions (MoveIt checks them itself); ``constraints`` are not read either.
+* ``avoid_collisions``: when true and the group's collision model is enabled
+  (:meth:`GroupIK.enable_collisions`), only a collision-free solution is an answer (the
+  search goes on while its solutions collide); the group model's joints outside the group
+  stand as in ``robot_state``. False: answers are not checked. ``constraints`` are not read.
 
 The answer carries the group's joint names and positions on success and neither on failure.
 """
@@ -93,11 +95,12 @@ def _failure(code: int, message: str) -> PositionIKAnswer:
 
 
 def solve_position_ik(solvers: Mapping[str, GroupIK], ik_request,
-                      max_timeout: Optional[float] = None) -> PositionIKAnswer:
+                      max_timeout: Optional[float] = None, check_collisions: bool = True) -> PositionIKAnswer:
     """Serve one ``moveit_msgs/PositionIKRequest``-shaped request; never raises.
 
     ``max_timeout`` (s, None = no cap) caps the search budget: the request's ``timeout``, or the
-    group's ``kinematics_solver_timeout`` when the request's is 0.
+    group's ``kinematics_solver_timeout`` when the request's is 0. ``check_collisions`` False
+    turns the request's ``avoid_collisions`` off (the node's collision.enabled).
     """
     group = ik_request.group_name
     solver = solvers.get(group)
@@ -131,8 +134,12 @@ def solve_position_ik(solvers: Mapping[str, GroupIK], ik_request,
         timeout = solver.config.timeout
     if max_timeout is not None:
         timeout = min(timeout, max_timeout)
+    avoid = check_collisions and bool(getattr(ik_request, "avoid_collisions", False))
+    if avoid and target.collision_scene is not None:
+        target.set_joint_state(given)  # the other joints, as the collision check sees them
     result = target.search_position_ik([by_link[t] for t in target.get_link_names()],
-                                       [given[n] for n in target.get_joint_names()], timeout=timeout)
+                                       [given[n] for n in target.get_joint_names()], timeout=timeout,
+                                       avoid_collisions=avoid)
     if result.solution is None:
         return _failure(result.error_code, result.message)
     # The group's joints that do not move the solved link keep their seed (within the limits).

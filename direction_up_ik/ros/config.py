@@ -140,6 +140,69 @@ def _settings_parameters() -> Tuple[Tuple[ParameterSpec, ...], Tuple[ParameterSp
 
 _SOLVER_PARAMETERS, _SEARCH_PARAMETERS = _settings_parameters()
 
+# ------------------------------------------------------------------ collision.*
+#: Obstacle shapes: name -> (shape_msgs/SolidPrimitive type constant, its dimensions in the
+#: message's order). Cylinder axes are the local Z, as in URDF and SolidPrimitive.
+OBSTACLE_SHAPES = {"box": (1, ("x", "y", "z")), "sphere": (2, ("radius",)),
+                   "cylinder": (3, ("height", "radius"))}
+#: m, largest collision.padding: beyond it every pose of an arm would collide with itself.
+MAX_COLLISION_PADDING = 0.5
+_COLLISION_PARAMETERS = (
+    ParameterSpec("collision.enabled", "bool", True, "check solutions for collisions: the robot's "
+                  "collision bodies (its URDF <collision> elements) among themselves and against the "
+                  "obstacles (collision.obstacles and the ~/obstacles topic); a success is then a "
+                  "collision-free solution. Without collision geometry in the URDF nothing is checked"),
+    ParameterSpec("collision.padding", "double", 0.0, "metres added around every robot body; "
+                  "read-only (the collision model is built at start-up)", read_only=True,
+                  min_value=0.0, max_value=MAX_COLLISION_PADDING),
+    ParameterSpec("collision.srdf", "string", "", "SRDF, a path or XML, whose <disable_collisions> link "
+                  "pairs are not checked; empty = robot_description_semantic, else moveit.srdf_path, "
+                  "else none", read_only=True),
+    ParameterSpec("collision.mesh_paths", "string_array", [], "folders in which package:// and relative "
+                  "collision mesh files are looked up (relative names also next to urdf_path)", read_only=True),
+    ParameterSpec("collision.obstacles", "string_array", [], "ids of the fixed obstacles (cell "
+                  "furniture) in the robot's root frame; each is described by "
+                  "collision.obstacle.<id>.shape / dimensions / xyz / rpy", read_only=True),
+)
+
+
+def obstacle_parameters(obstacle_id: str) -> Tuple[ParameterSpec, ...]:
+    """The read-only parameters of fixed obstacle ``obstacle_id`` (``collision.obstacles``)."""
+    prefix = f"collision.obstacle.{obstacle_id}"
+    words = "; ".join(f"{name} [{', '.join(dims)}]" for name, (_, dims) in OBSTACLE_SHAPES.items())
+    return (
+        ParameterSpec(f"{prefix}.shape", "string", "", f"shape of obstacle '{obstacle_id}': "
+                      f"{', '.join(OBSTACLE_SHAPES)}", read_only=True),
+        ParameterSpec(f"{prefix}.dimensions", "double_array", [], "metres, as shape_msgs/SolidPrimitive: "
+                      f"{words} (box: full side lengths; cylinder axis: local Z)", read_only=True),
+        ParameterSpec(f"{prefix}.xyz", "double_array", [0.0, 0.0, 0.0], "position of the shape's centre "
+                      "in the robot's root frame, metres", read_only=True),
+        ParameterSpec(f"{prefix}.rpy", "double_array", [0.0, 0.0, 0.0], "orientation, URDF "
+                      "roll/pitch/yaw, radians", read_only=True),
+    )
+
+
+def primitive_dimensions(shape: str, dimensions, where: str) -> Tuple[float, ...]:
+    """The dimensions of an obstacle ``shape`` (OBSTACLE_SHAPES), checked: the shape's count of
+    finite, positive numbers (metres). ``where`` names the field in the message.
+
+    Raises:
+        InputValidationError: naming ``where``.
+    """
+    names = OBSTACLE_SHAPES[shape][1]
+    try:
+        values = tuple(float(v) for v in dimensions)
+    except (TypeError, ValueError):
+        raise InputValidationError(where, f"must be numbers, got {dimensions!r}") from None
+    if len(values) != len(names):
+        raise InputValidationError(where, f"a {shape} needs {len(names)} value(s) [{', '.join(names)}], "
+                                          f"got {len(values)}")
+    bad = [f"{n} {v}" for n, v in zip(names, values) if not (math.isfinite(v) and v > 0.0)]
+    if bad:
+        raise InputValidationError(where, f"every dimension of a {shape} must be finite and positive, got "
+                                          f"{', '.join(bad)}")
+    return values
+
 PARAMETERS: Tuple[ParameterSpec, ...] = (
     ParameterSpec("robot", "string", DEFAULT_ROBOT,
                   f"bundled robot by name ({', '.join(sorted(BUNDLED_ROBOTS))}); used when "
@@ -228,6 +291,9 @@ PARAMETERS: Tuple[ParameterSpec, ...] = (
     ParameterSpec("markers.rate_hz", "double", 30.0, "most drag solves per second, Hz in (0, 1000]; "
                   "feedback in between is coalesced (the newest target wins)",
                   min_value=0.0, max_value=1000.0),
+    ParameterSpec("markers.collision_bodies", "bool", False, "also show the robot's collision bodies "
+                  "(at the latest joint state) in ~/markers; the obstacles are always shown"),
+    *_COLLISION_PARAMETERS,
 )
 PARAMETER_BY_NAME = {p.name: p for p in PARAMETERS}
 _NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -268,6 +334,18 @@ class EndEffectorConfig:
 
 
 @dataclass(frozen=True)
+class ObstacleConfig:
+    """One fixed obstacle of the parameters: ``shape`` (OBSTACLE_SHAPES) with ``dimensions``
+    (metres, SolidPrimitive order) centred at ``xyz`` (m) / ``rpy`` (rad) in the root frame."""
+
+    id: str
+    shape: str
+    dimensions: Tuple[float, ...]
+    xyz: Tuple[float, float, float]
+    rpy: Tuple[float, float, float]
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     """Validated node configuration (see :data:`PARAMETERS` for the meaning of each field)."""
 
@@ -304,6 +382,22 @@ class NodeConfig:
     streaming_start_from: str = "last_command"
     streaming_last_command_timeout: float = 1.0
     streaming_max_joint_step: Tuple[float, ...] = (DEFAULT_MAX_JOINT_STEP,)
+    collision_enabled: bool = True
+    collision_padding: float = 0.0
+    collision_srdf: str = ""
+    collision_mesh_paths: Tuple[str, ...] = ()
+    obstacles: Tuple[ObstacleConfig, ...] = ()
+    markers_collision_bodies: bool = False
+
+    def collision_srdf_source(self) -> Tuple[str, str]:
+        """(SRDF path or XML, the parameter it comes from) of the collision model's disabled pairs:
+        collision.srdf, else robot_description_semantic, else moveit.srdf_path; ("", "") for none."""
+        for value, parameter in ((self.collision_srdf, "collision.srdf"),
+                                 (self.robot_description_semantic, "robot_description_semantic"),
+                                 (self.moveit_srdf_path, "moveit.srdf_path")):
+            if value:
+                return value, parameter
+        return "", ""
 
 
 def _uses_bundled_robot(values: Mapping[str, Any]) -> bool:
@@ -496,6 +590,7 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
     max_timeout = _finite_in_range(values, "moveit.max_timeout")
     solver, search_solver, search = settings_from_values(values)
     streaming = _streaming_values(values)
+    padding = _finite_in_range(values, "collision.padding")
     return NodeConfig(
         robot=robot, robot_description=get("robot_description"), urdf_path=get("urdf_path"),
         root_link=get("root_link"), end_effectors=tuple(end_effectors), active_joints=active,
@@ -512,7 +607,38 @@ def config_from_values(values: Mapping[str, Any]) -> NodeConfig:
         moveit_service_name=get("moveit.service_name"),
         robot_description_semantic=get("robot_description_semantic"), moveit_srdf_path=get("moveit.srdf_path"),
         moveit_max_timeout=max_timeout, robot_description_topic=get("robot_description_topic"),
-        xacro_args=xacro_args, **streaming)
+        xacro_args=xacro_args, collision_enabled=bool(get("collision.enabled")),
+        collision_padding=padding, collision_srdf=get("collision.srdf"),
+        collision_mesh_paths=tuple(get("collision.mesh_paths") or ()), obstacles=obstacles_from_values(values),
+        markers_collision_bodies=bool(get("markers.collision_bodies")), **streaming)
+
+
+def obstacles_from_values(values: Mapping[str, Any]) -> Tuple[ObstacleConfig, ...]:
+    """The fixed obstacles of ``collision.obstacles`` and ``collision.obstacle.<id>.*``.
+
+    Raises:
+        ConfigError: naming the parameter whose value breaks its rule.
+    """
+    ids = tuple(values.get("collision.obstacles") or ())
+    if len(set(ids)) != len(ids):
+        raise ConfigError("collision.obstacles", f"ids must be unique, got {list(ids)}")
+    out = []
+    for obstacle_id in ids:
+        if not isinstance(obstacle_id, str) or not _NAME_TOKEN.fullmatch(obstacle_id):
+            raise ConfigError("collision.obstacles", f"invalid id {obstacle_id!r} (letters, digits, '_'; "
+                                                     "not starting with a digit)")
+        prefix = f"collision.obstacle.{obstacle_id}"
+        given = {spec.name: values.get(spec.name, spec.default) for spec in obstacle_parameters(obstacle_id)}
+        shape = given[f"{prefix}.shape"]
+        if shape not in OBSTACLE_SHAPES:
+            raise ConfigError(f"{prefix}.shape", f"must be one of {list(OBSTACLE_SHAPES)}, got {shape!r}")
+        try:
+            dimensions = primitive_dimensions(shape, given[f"{prefix}.dimensions"], f"{prefix}.dimensions")
+        except InputValidationError as exc:
+            raise ConfigError(exc.field, exc.rule) from None
+        out.append(ObstacleConfig(obstacle_id, shape, dimensions, _vector3(given, f"{prefix}.xyz"),
+                                  _vector3(given, f"{prefix}.rpy")))
+    return tuple(out)
 
 
 def _streaming_values(values: Mapping[str, Any]) -> Dict[str, Any]:
@@ -547,16 +673,7 @@ def load_robot_model(config: NodeConfig, description: Optional[str] = None):
     from ..core.kinematics import RobotKinematics
     from ..core.rotations import make_transform, rpy_to_matrix
 
-    if description is not None:
-        source, parameter = description, "robot_description_topic"
-        if not description.strip():
-            raise ConfigError(parameter, "received an empty robot description")
-    elif config.robot_description:
-        source, parameter = config.robot_description, "robot_description"
-    elif config.urdf_path:
-        source, parameter = config.urdf_path, "urdf_path"
-    else:
-        source, parameter = str(bundled_robot(config.robot).urdf_path()), "robot"
+    source, parameter = robot_source(config, description)
     root = config.root_link or (bundled_robot(config.robot).root_link
                                if parameter == "robot" else None)
     try:
@@ -615,6 +732,24 @@ def robot_description_text(config: NodeConfig, description: Optional[str] = None
             return handle.read()
     except OSError as exc:
         raise ConfigError("urdf_path" if config.urdf_path else "robot", f"cannot read '{path}': {exc}") from None
+
+
+def robot_source(config: NodeConfig, description: Optional[str] = None) -> Tuple[str, str]:
+    """(URDF XML or path, the parameter it comes from) of the configured robot; ``description``
+    (the URDF received on ``robot_description_topic``) wins over the rest.
+
+    Raises:
+        ConfigError: an empty description from the topic.
+    """
+    if description is not None:
+        if not description.strip():
+            raise ConfigError("robot_description_topic", "received an empty robot description")
+        return description, "robot_description_topic"
+    if config.robot_description:
+        return config.robot_description, "robot_description"
+    if config.urdf_path:
+        return config.urdf_path, "urdf_path"
+    return str(bundled_robot(config.robot).urdf_path()), "robot"
 
 
 def load_group_solvers(config: NodeConfig, description: Optional[str] = None):

@@ -7,6 +7,7 @@ the srv's error codes and a message naming the field and the rule.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import List, Mapping, Sequence, Tuple
 
@@ -16,6 +17,7 @@ from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg,
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, InputValidationError, SolverSettings
+from ..core.result import STOP_CONVERGED, STOP_IN_COLLISION
 from ..core.settings import rules
 from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, as_vector3
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
@@ -153,14 +155,43 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
         raise RequestError(Response.INVALID_REQUEST, f"overrides.{exc}") from None
 
 
+def with_collisions(result: IKBatchResult, report) -> IKBatchResult:
+    """``result`` judged with a collision report of its ``joint_q``, as the search judges its
+    own: a candidate that converged in collision fails (success 0, cost +inf,
+    ``STOP_IN_COLLISION``); ``best_index`` is the least-cost collision-free success (the
+    result's own choice where it still stands).
+
+    Args:
+        result: B candidates.
+        report: ``CollisionScene.check(result.joint_q)`` (``collision_free`` (B,)).
+    """
+    free = np.asarray(report.collision_free, dtype=bool)
+    converged = result.success.astype(bool) | (np.asarray(result.stop_reason) == STOP_CONVERGED)
+    colliding = converged & ~free
+    if not colliding.any():
+        return result
+    success = (result.success.astype(bool) & free).astype(result.success.dtype)
+    ok = success.astype(bool)
+    cost = np.where(ok, result.cost, np.inf)
+    stop = tuple(STOP_IN_COLLISION if colliding[b] else reason for b, reason in enumerate(result.stop_reason))
+    best = None
+    if ok.any():
+        best = int(np.argmin(cost))
+        if result.best_index is not None and ok[result.best_index]:
+            best = int(result.best_index)
+    return dataclasses.replace(result, success=success, cost=cost, stop_reason=stop, best_index=best)
+
+
 def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
-                  end_effector_names: Sequence[str], iterations=None, starts=None):
+                  end_effector_names: Sequence[str], iterations=None, starts=None, report=None):
     """Copy a batch result into a SolveDirectionUpIK response (codes set by the caller).
     ``iterations``, ``starts``: (B,) a search's totals over every start (default: the
-    result's own iterations, one start each)."""
+    result's own iterations, one start each). ``report``: the collision report of the
+    result's ``joint_q`` (None: not checked)."""
     response.joint_names = list(joint_names)
     response.best_index = -1 if result.best_index is None else int(result.best_index)
     response.solver_backend = result.backend
+    response.collisions_checked = report is not None
     results = []
     q = result.joint_q.astype(np.float64)
     for b in range(result.num_candidates):
@@ -171,6 +202,12 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
         item.iterations = int(result.iterations[b] if iterations is None else iterations[b])
         item.starts = 1 if starts is None else int(starts[b])
         item.stop_reason = result.stop_reason[b]
+        if report is None:
+            item.collision_free, item.clearance, item.closest_pair = False, math.nan, []
+        else:
+            item.collision_free = bool(report.collision_free[b])
+            item.clearance = float(report.clearance[b])
+            item.closest_pair = [name for name in report.closest_pair[b] if name]
         errors = []
         for e, name in enumerate(end_effector_names):
             err = EndEffectorError()

@@ -37,7 +37,13 @@ Behaviour:
 * ``~/markers`` shows per end effector the target frame (direction and up arrows,
   coloured by the last outcome) against the current TCP frame (FK of the latest
   joint state, blue), and a text with the remaining position (mm) and angle (deg)
-  errors. It is republished when a target, an outcome or the joint state changes.
+  errors. It is republished when a target, an outcome, the obstacles or the joint
+  state changes.
+* Collisions (``collision.*``): a drag whose solution collides fails like an unreachable
+  one (red, nothing published; the text names the colliding pair). ``~/markers`` shows
+  the obstacles (namespace ``obstacles``, brown, ids as texts in ``obstacle_names``) and,
+  with ``markers.collision_bodies``, the robot's collision bodies at the latest joint
+  state as the check bounds them (``collision_bodies``, grey).
 """
 
 from __future__ import annotations
@@ -57,7 +63,9 @@ from visualization_msgs.msg import (InteractiveMarker, InteractiveMarkerControl,
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget
 from direction_up_ik.srv import SolveDirectionUpIK
 
+from ..collision_shapes import Shape, obstacle_shapes, robot_shapes
 from .config import NodeConfig
+from .conversions import STOP_IN_COLLISION
 from .interactive_markers import (POSE_EVENTS, InteractiveMarkerServer, matrix_to_pose,
                                   pose_to_matrix)
 
@@ -70,6 +78,8 @@ MENU_RESET, MENU_MODE, MENU_PUBLISH = 1, 2, 3
 COLOURS = {"idle": (0.55, 0.60, 0.95, 0.9), "ok": (0.10, 0.80, 0.25, 0.9),
            "failed": (0.95, 0.10, 0.10, 0.95), "held": (1.0, 0.55, 0.0, 0.95)}
 CURRENT_COLOUR = (0.15, 0.35, 1.0, 0.9)  # current TCP frame arrows in ~/markers
+OBSTACLE_COLOUR = (0.55, 0.34, 0.29, 0.6)  # obstacles in ~/markers
+BODY_COLOUR = (0.6, 0.6, 0.6, 0.35)        # robot collision bodies in ~/markers
 MARKER_SCALE = 0.25       # m, size of the interactive marker's handles
 DIRECTION_LENGTH = 0.12   # m, direction arrows in ~/markers
 UP_LENGTH = 0.07          # m, up arrows in ~/markers
@@ -160,6 +170,8 @@ class EndEffectorTarget:
             (solved, but a joint would jump more than streaming.max_joint_step).
         solver_errors: (position m, direction rad, up rad) of the last solve's
             reported result, or None.
+        collision: the colliding pair ("link - link") when the last solve reached the
+            targets only in collision, else "".
     """
 
     name: str
@@ -167,6 +179,7 @@ class EndEffectorTarget:
     mode: str = "full"
     status: str = "idle"
     solver_errors: Optional[Tuple[float, float, float]] = None
+    collision: str = ""
 
 
 class DragMarkers:
@@ -182,15 +195,20 @@ class DragMarkers:
             ``start`` (None: the node's streaming start: its last command or the joint
             states), publishes the command when ``publish`` and the solution is within the step
             limit or at the end of a continuous walk (``approach="walk"``).
+        collision_scene: returns the node's CollisionScene (its obstacles are shown; its robot
+            bodies with ``markers.collision_bodies``), or None for none.
     """
 
     def __init__(self, node: Node, robot, config: Callable[[], NodeConfig],
-                 joint_state: Callable[[], np.ndarray], stream: StreamFunction) -> None:
+                 joint_state: Callable[[], np.ndarray], stream: StreamFunction,
+                 collision_scene: Callable[[], object] = lambda: None) -> None:
         cfg = config()
         self._node, self._robot, self._config = node, robot, config
         self._joint_state, self._stream_fn = joint_state, stream
         self._solution: Optional[np.ndarray] = None  # (D,) last solution: the next solve's start
         self._retry = False  # the next solve re-tries a failed target with the search
+        self._collision_scene = collision_scene
+        self._shown_counts: Dict[str, int] = {}  # collision markers per namespace last published
         self._frame = robot.root_link
         self._lock = threading.Lock()
         self._targets: Dict[str, EndEffectorTarget] = {}
@@ -212,8 +230,13 @@ class DragMarkers:
     def targets(self) -> Dict[str, EndEffectorTarget]:
         """Copies of the per-end-effector state (empty until the joint state is known)."""
         with self._lock:
-            return {n: EndEffectorTarget(t.name, t.pose.copy(), t.mode, t.status, t.solver_errors)
+            return {n: EndEffectorTarget(t.name, t.pose.copy(), t.mode, t.status, t.solver_errors, t.collision)
                     for n, t in self._targets.items()}
+
+    def refresh(self) -> None:
+        """Republish ``~/markers`` on the next tick (the obstacles changed)."""
+        with self._lock:
+            self._dirty = True
 
     @property
     def rate_hz(self) -> float:
@@ -358,10 +381,12 @@ class DragMarkers:
             q = response.results[response.best_index].joint_positions
             with self._lock:
                 self._solution = np.asarray(q, dtype=np.float64)
-        errors = {}
+        errors, collision = {}, ""
         if len(response.results) == 1:
-            errors = {e.end_effector: (e.position_error, e.direction_error, e.up_error)
-                      for e in response.results[0].errors}
+            result = response.results[0]
+            errors = {e.end_effector: (e.position_error, e.direction_error, e.up_error) for e in result.errors}
+            if result.stop_reason == STOP_IN_COLLISION:
+                collision = " - ".join(result.closest_pair)
         with self._lock:
             for name, target in self._targets.items():
                 if response.success and not outcome.held:
@@ -369,6 +394,7 @@ class DragMarkers:
                 else:  # the dragged markers say why nothing moved; the others keep theirs
                     status = ("held" if outcome.held else "failed") if name in dragged else target.status
                 target.solver_errors = errors.get(name)
+                target.collision = collision if status == "failed" else ""
                 if status != target.status:
                     target.status = status
                     self.server.insert(self._interactive_marker(target))
@@ -435,10 +461,15 @@ class DragMarkers:
         complete = bool(np.all(np.isfinite(q)))
         current = self._robot.tcp_transforms(q.astype(np.float64)) if complete else None
         config = self._config()
+        scene = self._collision_scene()
+        obstacles = obstacle_shapes(scene.obstacles) if scene is not None else []
+        bodies = (robot_shapes(scene, q.astype(np.float64))
+                  if scene is not None and complete and config.markers_collision_bodies else [])
         with self._lock:
             array = target_markers(self._frame, config, self._targets, current)
             self._dirty = False
             self._shown_q = q.copy()
+        array.markers += collision_markers(self._frame, obstacles, bodies, self._shown_counts)
         self._marker_pub.publish(array)
 
 
@@ -489,7 +520,9 @@ def target_markers(frame: str, config: NodeConfig, targets: Dict[str, EndEffecto
                                           0.008, CURRENT_COLOUR))
             lines.append("TCP vs target: " + format_errors(pose_errors(tcp, target.pose, target.mode,
                                                                         ee.local_axes)))
-        if target.status == "failed" and target.solver_errors is not None:
+        if target.status == "failed" and target.collision:
+            lines.append(f"in collision: {target.collision}")
+        elif target.status == "failed" and target.solver_errors is not None:
             lines.append("best attempt: " + format_errors(target.solver_errors))
         text = Marker(ns=ee.name, id=5, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD,
                       text="\n".join(lines))
@@ -499,4 +532,62 @@ def target_markers(frame: str, config: NodeConfig, targets: Dict[str, EndEffecto
         text.scale.z = 0.03
         _rgba(text, (1.0, 1.0, 1.0, 0.95))
         out.markers.append(text)
+    return out
+
+
+def _shape_markers(frame: str, ns: str, first_id: int, shape: Shape, rgba) -> list:
+    """Markers of one shape: a box, sphere or cylinder, a capsule as a cylinder and two spheres."""
+    def marker(kind, pose, scale):
+        m = Marker(ns=ns, id=first_id + len(out), type=kind, action=Marker.ADD)
+        m.header.frame_id = frame
+        m.pose = matrix_to_pose(pose)
+        m.scale.x, m.scale.y, m.scale.z = (float(v) for v in scale)
+        _rgba(m, rgba)
+        return m
+
+    out: list = []
+    if shape.kind == "box":
+        out.append(marker(Marker.CUBE, shape.pose, shape.size))
+    elif shape.kind == "sphere":
+        out.append(marker(Marker.SPHERE, shape.pose, [2.0 * shape.size[0]] * 3))
+    else:
+        radius, length = shape.size
+        out.append(marker(Marker.CYLINDER, shape.pose, (2.0 * radius, 2.0 * radius, length)))
+        if shape.kind == "capsule":
+            for sign in (-0.5, 0.5):
+                end = shape.pose.copy()
+                end[:3, 3] += sign * length * shape.pose[:3, 2]
+                out.append(marker(Marker.SPHERE, end, [2.0 * radius] * 3))
+    return out
+
+
+def collision_markers(frame: str, obstacles: Sequence[Shape], bodies: Sequence[Shape],
+                      shown: Dict[str, int]) -> list:
+    """``~/markers`` content of the collision scene: namespace ``obstacles`` (one or three markers
+    per obstacle), ``obstacle_names`` (their ids) and ``collision_bodies`` (the robot's bodies);
+    DELETE for the ids a namespace had last time beyond what it has now. ``shown``: markers per
+    namespace last published, updated in place."""
+    out: list = []
+    content: Dict[str, list] = {"obstacles": [], "obstacle_names": [], "collision_bodies": []}
+    for shape in obstacles:
+        content["obstacles"] += _shape_markers(frame, "obstacles", len(content["obstacles"]), shape,
+                                               OBSTACLE_COLOUR)
+        text = Marker(ns="obstacle_names", id=len(content["obstacle_names"]), type=Marker.TEXT_VIEW_FACING,
+                      action=Marker.ADD, text=shape.body)
+        text.header.frame_id = frame
+        text.pose = matrix_to_pose(shape.pose)
+        text.scale.z = 0.04
+        _rgba(text, (1.0, 1.0, 1.0, 0.95))
+        content["obstacle_names"].append(text)
+    for shape in bodies:
+        content["collision_bodies"] += _shape_markers(frame, "collision_bodies", len(content["collision_bodies"]),
+                                                      shape, BODY_COLOUR)
+    for ns, markers in content.items():
+        out += markers
+        for marker_id in range(len(markers), shown.get(ns, 0)):
+            gone = Marker(ns=ns, id=marker_id, action=Marker.DELETE)
+            gone.header.frame_id = frame
+            gone.pose.orientation.w = 1.0
+            out.append(gone)
+        shown[ns] = len(markers)
     return out

@@ -13,7 +13,10 @@ Interfaces (names relative to the node's namespace):
 * with ``robot_description_topic``: subscribes that ``std_msgs/String`` (transient local)
   and comes up when the first valid URDF arrives; until then requests get NO_ROBOT_MODEL;
 * with ``markers.enabled``: RViz interactive markers on ``<markers.namespace>/...`` and
-  ``~/markers`` (:mod:`direction_up_ik.ros.drag`).
+  ``~/markers`` (:mod:`direction_up_ik.ros.drag`);
+* subscribes ``~/obstacles`` (``direction_up_ik/msg/CollisionObstacle``): world obstacles that
+  solutions are checked against with the robot's collision bodies (``collision.*``,
+  :mod:`direction_up_ik.ros.obstacles`).
 
 Parameters: :mod:`direction_up_ik.ros.config`. Bad configuration at start-up
 logs one line naming the parameter and exits with code 1.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import array
 import copy
+import dataclasses
 import sys
 import threading
 import time
@@ -41,7 +45,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from direction_up_ik.msg import DirectionUpCandidate
+from direction_up_ik.msg import CollisionObstacle, DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
@@ -52,9 +56,10 @@ from ..groups import solve_position_ik
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
                      bundled_end_effector_defaults, check_step_limits,
                      config_from_values, default_end_effector_names, end_effector_parameters,
-                     load_group_solvers, load_robot_model)
-from .conversions import (RequestError, fill_response, local_axes_of, search_options, settings_with_overrides,
-                          streaming_request, targets_from_candidates)
+                     load_group_solvers, load_robot_model, obstacle_parameters, robot_description_text)
+from .conversions import (STOP_IN_COLLISION, RequestError, fill_response, local_axes_of, search_options,
+                          settings_with_overrides, streaming_request, targets_from_candidates, with_collisions)
+from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_collision_scene
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .process import run_node
@@ -133,6 +138,10 @@ class DirectionUpIKNode(Node):
             for spec in end_effector_parameters(name, bundled_end_effector_defaults(values, name)):
                 self._declare(spec)
                 self._ee_specs[spec.name] = spec
+        self._obstacle_specs = {spec.name: spec for name in values.get("collision.obstacles") or ()
+                                for spec in obstacle_parameters(name)}
+        for spec in self._obstacle_specs.values():
+            self._declare(spec)
         self._config: NodeConfig = config_from_values(self._parameter_values())
         # The robot model and what depends on it: set once, by _adopt_model (at start-up, or when
         # the first valid description arrives on robot_description_topic).
@@ -141,6 +150,10 @@ class DirectionUpIKNode(Node):
         self._joint_ids = {}
         self._joint_states: Optional[JointStateStore] = None
         self._group_solvers = {}
+        self._frames = {"": np.eye(4)}
+        self._scene = None  # the collision scene (collision.*), with the model
+        self._obstacles: Optional[ObstacleSet] = None
+        self.obstacles_version = 0  # ObstacleSet.version once the scene (and the groups) have it
         self.markers: Optional[DragMarkers] = None
         self.commands = CommandMemory()  # last published command, streaming counters
         self.descriptions_received = 0  # messages on robot_description_topic handled
@@ -154,6 +167,9 @@ class DirectionUpIKNode(Node):
                                  QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
         self.create_service(SolveDirectionUpIK, "~/solve", self._on_solve, qos_profile=self._service_qos())
+        self.create_subscription(CollisionObstacle, "~/obstacles", self._on_obstacle,
+                                 QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
+                                            reliability=ReliabilityPolicy.RELIABLE))
         # The compiled kernels load (or compile, the first time) in the background; requests are
         # answered by the numpy backend until they are ready (core/backend.py).
         self._kernel_state = prepare_kernels(self._on_kernels_ready)
@@ -172,21 +188,31 @@ class DirectionUpIKNode(Node):
             self._adopt_model(load_robot_model(self._config), None)
 
     def _adopt_model(self, robot, description: Optional[str]) -> None:
-        """Make ``robot`` the node's model: joint-state store, frames, MoveIt groups, markers.
-        Everything that may fail runs before anything is set, so a refused description leaves
-        the node as it was. Raises ConfigError."""
+        """Make ``robot`` the node's model: joint-state store, frames, collision scene, MoveIt
+        groups, markers. Everything that may fail runs before anything is set, so a refused
+        description leaves the node as it was. Raises ConfigError."""
         group_solvers = load_group_solvers(self._config, description)
+        scene, warnings = load_collision_scene(self._config, robot, description)
+        obstacles = ObstacleSet(tuple(entry_from_config(o) for o in self._config.obstacles),
+                                reserved=robot.link_names)
+        frames = {"": np.eye(4), **robot.static_link_xforms()}
+        self._enable_group_collisions(group_solvers, scene, frames, description)
+        for warning in warnings:
+            self.get_logger().warning(warning)
         self._joint_ids = {n: i for i, n in enumerate(robot.joint_names)}
-        self._frames = {"": np.eye(4), **robot.static_link_xforms()}
+        self._frames = frames
+        self._scene, self._obstacles = scene, obstacles
         self._joint_states = JointStateStore(robot.joint_names, robot.lower_limits, robot.upper_limits)
         self._group_solvers = group_solvers
+        self._set_group_obstacles()
         self._description = description
         self._robot = robot  # last: requests see a model only once everything is in place
         if self._group_solvers:
             self._serve_moveit_bridge()
         # RViz interactive markers (markers.*): drag targets, solved through stream().
         self.markers = (DragMarkers(self, self._robot, lambda: self._config, self._joint_states.latest,
-                                    self.stream) if self._config.markers_enabled else None)
+                                    self.stream, collision_scene=lambda: self._scene)
+                        if self._config.markers_enabled else None)
         self._warm_up_search()
         self._log_summary()
 
@@ -210,6 +236,73 @@ class DirectionUpIKNode(Node):
                                     "still waiting for a valid one")
         finally:
             self.descriptions_received += 1
+
+    # ------------------------------------------------------------ collisions
+    def collision_scene(self, ignore: bool = False):
+        """The scene solutions are checked against now, or None (collision.enabled false, no
+        collision bodies on the robot, or ``ignore``)."""
+        if ignore or self._scene is None or not self._config.collision_enabled or not self._scene.link_bodies:
+            return None
+        return self._scene
+
+    def obstacles(self):
+        """The obstacles in force (ObstacleEntry list: parameters first, then the topic's; none
+        before the node has a robot model)."""
+        return [] if self._obstacles is None else self._obstacles.entries()
+
+    def _on_obstacle(self, msg: CollisionObstacle) -> None:
+        if self._robot is None:
+            self.get_logger().warning("~/obstacles: message rejected, no robot model yet (waiting for "
+                                      "robot_description_topic)", throttle_duration_sec=5.0)
+            return
+        try:
+            with self._solve_lock:  # no solve sees half a change
+                done = self._obstacles.apply(msg, self._frames)
+                self._scene.set_obstacles([e.to_core() for e in self._obstacles.entries()])
+                self._set_group_obstacles()
+                self.obstacles_version = self._obstacles.version
+        except ObstacleError as exc:
+            self.get_logger().warning(f"~/obstacles: message rejected, {exc}; the obstacles in force are "
+                                      "unchanged")
+            return
+        self.get_logger().info(f"~/obstacles: {done}; {len(self._obstacles)} obstacle(s) in force")
+        if not self._scene.link_bodies:
+            self.get_logger().warning("~/obstacles: the robot has no collision geometry, so no solution is "
+                                      "checked against obstacles", throttle_duration_sec=60.0)
+        if self.markers is not None:
+            self.markers.refresh()
+
+    def _enable_group_collisions(self, group_solvers, scene, frames, description: Optional[str]) -> None:
+        """The bridge's groups check collisions like ~/solve (collision.* parameters), with the
+        obstacles moved into each group's base frame. Raises ConfigError."""
+        if not scene.link_bodies:
+            return
+        config = self._config
+        srdf, _ = config.collision_srdf_source()
+        urdf = robot_description_text(config, description)
+        for name, solver in sorted(group_solvers.items()):
+            try:
+                solver.enable_collisions(urdf, srdf=srdf or None, padding=config.collision_padding,
+                                         mesh_paths=config.collision_mesh_paths)
+            except DirectionUpIKError as exc:
+                raise ConfigError("moveit.kinematics_yaml", f"group '{name}': collision model: {exc}") from None
+            if solver.get_base_frame() not in frames:
+                self.get_logger().warning(
+                    f"GetPositionIK group '{name}': base frame '{solver.get_base_frame()}' moves with the "
+                    "joints, so its answers are checked for self-collision only, not against obstacles")
+
+    def _set_group_obstacles(self) -> None:
+        """Hand the obstacles to the bridge's groups, in each group's base frame (when it is
+        fixed to the root)."""
+        if not self._group_solvers or not self._scene.link_bodies:
+            return
+        for solver in self._group_solvers.values():
+            root_to_base = self._frames.get(solver.get_base_frame())
+            if root_to_base is None:
+                continue
+            base_from_root = np.linalg.inv(root_to_base)
+            solver.set_obstacles([dataclasses.replace(e, pose=base_from_root @ e.pose).to_core()
+                                  for e in self._obstacles.entries()])
 
     def _service_qos(self) -> QoSProfile:
         """The services' QoS: rclpy's service default (reliable, volatile), but a history of
@@ -261,7 +354,8 @@ class DirectionUpIKNode(Node):
 
     def _parameter_values(self) -> dict:
         """Current value of every declared parameter; unset arrays read as []."""
-        names = [p.name for p in PARAMETERS] + list(getattr(self, "_ee_specs", {}))
+        names = ([p.name for p in PARAMETERS] + list(getattr(self, "_ee_specs", {}))
+                 + list(getattr(self, "_obstacle_specs", {})))
         values = {}
         for name in names:
             try:
@@ -459,7 +553,7 @@ class DirectionUpIKNode(Node):
                                 f"'{self._description_sub.topic_name}' (robot_description_topic)")
             return response
         try:
-            result, names, totals = self._solve(request)
+            result, names, totals, report = self._solve(request)
         except RequestError as exc:
             response.success, response.best_index = False, -1
             response.error_code, response.message = exc.code, str(exc)
@@ -470,7 +564,7 @@ class DirectionUpIKNode(Node):
             response.success, response.best_index = False, -1
             response.error_code, response.message = Response.INTERNAL_ERROR, f"internal error: {exc!r}"
             return response
-        fill_response(response, result, self._robot.joint_names, names, *totals)
+        fill_response(response, result, self._robot.joint_names, names, *totals, report=report)
         response.success = result.best_index is not None
         if response.success:
             response.error_code = Response.SUCCESS
@@ -480,6 +574,12 @@ class DirectionUpIKNode(Node):
             if request.publish:
                 self.publish_command(result.joint_q[best].astype(np.float64))
                 response.message += "; command published"
+        elif STOP_IN_COLLISION in result.stop_reason:
+            response.error_code = Response.IN_COLLISION
+            b = result.stop_reason.index(STOP_IN_COLLISION)
+            response.message = (f"no collision-free solution: candidate {b} (of {result.num_candidates}) reached "
+                                f"its targets only in collision ({' - '.join(report.closest_pair[b])}, "
+                                f"{1e3 * report.clearance[b]:.1f} mm)")
         else:
             response.error_code = Response.NO_SOLUTION
             response.message = f"no candidate met the tolerances ({result.num_candidates} tried)"
@@ -528,12 +628,20 @@ class DirectionUpIKNode(Node):
         with self._solve_lock:
             self._robot.joint_q[:] = float32_within_limits(q0, self._robot.lower_limits,
                                                            self._robot.upper_limits)
+            scene = self.collision_scene(request.ignore_collisions)
             try:
                 problem = build_problem(self._robot, targets, active, "cpu", None, settings)
                 if search is None:
-                    return solve_problem(problem), names, (None, None)
-                found = search_problem(problem, **search)
-                return found.result, names, (found.iterations, found.starts)
+                    result, totals = solve_problem(problem), (None, None)
+                else:
+                    found = search_problem(problem, **search, collision_scene=scene)
+                    result, totals = found.result, (found.iterations, found.starts)
+                if scene is None:
+                    return result, names, totals, None
+                # The search chose collision-free successes already; the spec's single start is
+                # judged here. Either way the report gives every candidate's clearance.
+                report = scene.check(result.joint_q)
+                return with_collisions(result, report), names, totals, report
             except JointLimitError as exc:
                 raise RequestError(Response.JOINT_STATE_OUT_OF_LIMITS, str(exc)) from None
             except NumericalFailure as exc:
@@ -562,10 +670,11 @@ class DirectionUpIKNode(Node):
 
     def _on_get_position_ik(self, request, response):
         """One GetPositionIK request (groups/position_ik.py has the message rules); its budget is
-        capped by moveit.max_timeout. ``avoid_collisions`` is ignored: no collision checking yet."""
+        capped by moveit.max_timeout. ``avoid_collisions`` is honoured while collision.enabled."""
         with self._solve_lock:
             answer = solve_position_ik(self._group_solvers, request.ik_request,
-                                       max_timeout=self._config.moveit_max_timeout)
+                                       max_timeout=self._config.moveit_max_timeout,
+                                       check_collisions=self._config.collision_enabled)
         response.solution.joint_state.name = answer.joint_names
         response.solution.joint_state.position = [float(v) for v in answer.positions]
         response.error_code.val = int(answer.error_code)

@@ -63,3 +63,27 @@ def test_a_warm_cache_is_told_from_a_cold_one(tmp_path):
     assert cold.stdout.strip().splitlines()[-1] == "False", cold.stderr
     warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert warm.stdout.strip().splitlines()[-1] == "True", warm.stderr  # the test session warmed it
+
+
+def test_the_collision_kernels_are_cached_on_their_own():
+    """compiled/collision.py: outside the solver kernels' fingerprint (an edit there does not
+    recompile them), so it must not use the other modules' helpers (numba would not see their
+    edits), and numba caches it against its own file."""
+    from direction_up_ik.core.compiled import collision as kernels
+    assert numba_support.SEPARATELY_CACHED == ("collision.py",)
+    text = (numba_support.PACKAGE_DIR / "collision.py").read_text(encoding="utf-8")
+    assert "from ." not in text and "import direction_up_ik" not in text
+    for kernel in kernels.ENTRY_POINTS:
+        assert kernel._cache is not None and not isinstance(kernel._cache, numba_support.KernelCache)
+
+
+def test_an_edit_of_the_collision_kernels_keeps_the_fingerprint(tmp_path):
+    copy = tmp_path / "compiled"
+    shutil.copytree(numba_support.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    original = numba_support.source_fingerprint(copy)
+    (copy / "collision.py").write_text("# edited\n", encoding="utf-8")
+    numba_support.source_fingerprint.cache_clear()
+    try:
+        assert numba_support.source_fingerprint(copy) == original
+    finally:
+        numba_support.source_fingerprint.cache_clear()

@@ -46,6 +46,9 @@ def test_kinematics_yaml_examples_load_for_every_bundled_robot():
      "arm.direction_up_ik.tcp_offsets.l8.xyz: must be 3 finite numbers"),
     ("arm: {direction_up_ik: {tcp_offsets: {l8: {xyz: [0, 0, 1], quat: [0, 0, 0, 1]}}}}",
      r"arm.direction_up_ik.tcp_offsets.l8: expected \{xyz"),
+    ("arm: {direction_up_ik: {avoid_collisions: 1}}", "arm.direction_up_ik.avoid_collisions: must be true or false"),
+    ("arm: {direction_up_ik: {collision_padding: -0.01}}",
+     r"arm.direction_up_ik.collision_padding: must be a finite number >= 0 \(metres\)"),
     ("arm: [1, 2]", "arm: expected a mapping"),
     ("[1, 2", "invalid YAML"),
     ("missing_file.yaml", "file 'missing_file.yaml' not found"),
@@ -112,3 +115,11 @@ def test_own_keys_are_the_settings_fields():
     assert load_kinematics_yaml("arm: {}")["arm"].settings.max_position_error == DEFAULT_MAX_POSITION_ERROR
     with pytest.raises(KinematicsYamlError, match=r"unknown keys \['time_budget'\]"):
         load_kinematics_yaml("arm: {direction_up_ik: {time_budget: 0.1}}")  # kinematics_solver_timeout is it
+
+
+def test_collision_keys():
+    """Issue 24: the plugin class checks its answers for self-collision with avoid_collisions."""
+    plain = load_kinematics_yaml("arm: {}")["arm"]
+    assert (plain.avoid_collisions, plain.collision_padding) == (False, 0.0)  # MoveIt checks itself
+    group = load_kinematics_yaml("arm: {direction_up_ik: {avoid_collisions: true, collision_padding: 0.01}}")["arm"]
+    assert (group.avoid_collisions, group.collision_padding) == (True, 0.01)

@@ -173,3 +173,37 @@ def test_consistency_limited_searches_draw_seeds_in_their_box(panda_plugin, monk
         assert result.error_code == MoveItErrorCode.SUCCESS, result.message
         assert np.all(np.abs(np.array(result.solution) - seed) <= 1.0 + 1e-6)
     assert draws and not lookups
+
+
+def test_avoid_collisions_from_kinematics_yaml_and_per_query():
+    """kinematics.yaml avoid_collisions: the plugin builds the group's collision model at
+    initialize and keeps only collision-free answers; a query may turn the check off; joints outside
+    the group stand where set_joint_state puts them (clamped into their limits)."""
+    from direction_up_ik import Obstacle
+    from direction_up_ik.core.rotations import make_transform
+    from direction_up_ik.groups.kinematics_yaml import group_config
+
+    config = group_config("left_arm", {"kinematics_solver_timeout": 0.5, "direction_up_ik": {
+        "avoid_collisions": True, "num_seeds": 4, "random_seed": 0}})
+    plugin = DirectionUpKinematicsPlugin(config)
+    assert plugin.initialize(_urdf("dual_arm_torso"), "left_arm", "base_link", ["left_hand_link"]), plugin.error
+    assert plugin.collision_scene is not None and "left_hand_link" in plugin.collision_scene.link_bodies
+    names = plugin.get_joint_names()
+    robot = plugin.collision_scene.robot
+    seed = np.clip(np.zeros(len(names)), robot.lower_limits[plugin._active], robot.upper_limits[plugin._active])
+    seed[names.index("left_elbow_joint")] = -1.3
+    goal = seed.copy()
+    goal[names.index("left_shoulder_pitch_joint")] -= 0.3
+    pose = plugin.get_position_fk(["left_hand_link"], goal).poses[0]
+    assert plugin.search_position_ik([pose], seed, timeout=0.5).error_code == MoveItErrorCode.SUCCESS
+    hand = np.array([pose.position.x, pose.position.y, pose.position.z])
+    plugin.set_obstacles([Obstacle.box((0.3, 0.3, 0.3), make_transform(None, hand), name="crate")])
+    blocked = plugin.search_position_ik([pose], seed, timeout=0.5)
+    assert blocked.error_code == MoveItErrorCode.NO_IK_SOLUTION and "collision" in blocked.message
+    assert plugin.get_position_ik([pose], seed).error_code == MoveItErrorCode.NO_IK_SOLUTION
+    free = plugin.search_position_ik([pose], seed, timeout=0.5, avoid_collisions=False)
+    assert free.error_code == MoveItErrorCode.SUCCESS
+    right = robot.joint_names.index("right_elbow_joint")
+    plugin.set_joint_state({"right_elbow_joint": -100.0, "left_elbow_joint": 0.5})
+    assert robot.joint_q[right] == pytest.approx(robot.lower_limits[right], abs=1e-6)  # clamped
+    assert robot.joint_q[robot.joint_names.index("left_elbow_joint")] != pytest.approx(0.5)  # a group joint

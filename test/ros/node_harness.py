@@ -23,7 +23,6 @@ from __future__ import annotations
 import array
 import math
 import os
-import random
 import subprocess
 import sys
 import threading
@@ -46,6 +45,8 @@ from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget
 from direction_up_ik.srv import SolveDirectionUpIK
 from direction_up_ik.ros.config import PARAMETER_BY_NAME, parameter_file_values
 from direction_up_ik.ros.node import DirectionUpIKNode
+
+import workers
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "config"
@@ -79,9 +80,9 @@ def domain_id() -> int:
 
 
 def private_domain_id() -> int:
-    """A random domain id other than ours, for graphs that use fixed global names."""
-    ours = domain_id()
-    return random.choice([d for d in range(30, 101) if d != ours])
+    """A random domain id of this test worker's own (workers.py), for graphs that use fixed
+    global names."""
+    return workers.private_domain()
 
 
 def subprocess_env(domain: int) -> Dict[str, str]:

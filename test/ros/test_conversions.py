@@ -139,3 +139,48 @@ def test_joint_state_store_merges_rejects_and_names_missing_joints_in_order():
     with pytest.raises(JointStateError) as info:
         store.initial_state(["b"], [math.inf])
     assert info.value.kind == "invalid"
+
+
+# ----------------------------------------------------------------------------- collisions (issue 24)
+def _batch(success, stop_reason, cost, best_index):
+    from direction_up_ik.core import IKBatchResult
+    b = len(success)
+    return IKBatchResult(joint_q=np.zeros((b, 2), np.float32), success=np.array(success, np.int32),
+                         cost=np.array(cost, float), best_index=best_index, position_error=np.zeros((b, 1)),
+                         direction_error=np.zeros((b, 1)), up_error=np.zeros((b, 1)),
+                         iterations=np.ones(b, np.int32), stop_reason=tuple(stop_reason), active_dof_ids=(0, 1))
+
+
+def test_with_collisions_fails_the_colliding_successes_and_picks_the_best_free_one():
+    from direction_up_ik.core import CollisionReport
+    from direction_up_ik.ros.conversions import with_collisions
+    result = _batch([1, 1, 0, 1], ["converged", "converged", "max_iters", "converged"], [0.1, 0.2, np.inf, 0.3], 0)
+    report = CollisionReport(collision_free=np.array([False, True, False, True]),
+                             clearance=np.array([-0.01, 0.02, -0.5, 0.1]),
+                             closest_pair=(("a", "b"), ("a", "c"), ("a", "d"), ("a", "e")))
+    judged = with_collisions(result, report)
+    assert judged.success.tolist() == [0, 1, 0, 1] and judged.best_index == 1
+    assert judged.cost.tolist() == [np.inf, 0.2, np.inf, 0.3]
+    # only a converged state in collision is "in_collision"; an unreached one keeps its reason
+    assert judged.stop_reason == ("in_collision", "converged", "max_iters", "converged")
+    none_free = CollisionReport(np.zeros(4, bool), np.full(4, -0.1), (("a", "b"),) * 4)
+    judged = with_collisions(result, none_free)
+    assert judged.best_index is None and judged.success.sum() == 0
+    assert judged.stop_reason == ("in_collision", "in_collision", "max_iters", "in_collision")
+    all_free = CollisionReport(np.ones(4, bool), np.full(4, 0.1), (("a", "b"),) * 4)
+    assert with_collisions(result, all_free) is result
+
+
+def test_fill_response_reports_the_collision_check():
+    from direction_up_ik.core import CollisionReport
+    from direction_up_ik.ros.conversions import fill_response
+    result = _batch([1, 0], ["converged", "in_collision"], [0.1, np.inf], 0)
+    report = CollisionReport(np.array([True, False]), np.array([0.02, -0.003]), (("l1", "l3"), ("hand", "box")))
+    response = fill_response(Response(), result, ["j1", "j2"], ["tool"], report=report)
+    assert response.collisions_checked
+    assert [(r.collision_free, r.clearance, list(r.closest_pair)) for r in response.results] == [
+        (True, 0.02, ["l1", "l3"]), (False, -0.003, ["hand", "box"])]
+    unchecked = fill_response(Response(), result, ["j1", "j2"], ["tool"])
+    assert not unchecked.collisions_checked
+    assert all(not r.collision_free and math.isnan(r.clearance) and list(r.closest_pair) == []
+               for r in unchecked.results)

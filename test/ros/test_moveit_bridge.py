@@ -93,7 +93,7 @@ def test_srdf_and_timeout_cap_parameters_are_checked(ros_context, tmp_path):
 DRIVER = textwrap.dedent("""
     import sys, time
     from types import SimpleNamespace
-    sys.path.insert(0, {test_dir!r})
+    sys.path[:0] = {test_dirs!r}
     from test_moveit_bridge import _request, _response
     from direction_up_ik.ros import node as node_module
 
@@ -120,7 +120,7 @@ def test_sigint_stops_the_node_while_a_long_request_runs():
     """moveit.max_timeout (here 3 s) caps the 3600 s request; SIGINT sent while it runs stops the
     node with exit code 0 once it is answered. The 120 s deadline only catches a hang: uncapped,
     the request would hold the node for an hour."""
-    script = DRIVER.format(test_dir=str(REPO / "test" / "ros"))
+    script = DRIVER.format(test_dirs=[str(REPO / "test" / "ros"), str(REPO / "test")])
     cmd = [sys.executable, "-c", script, "--ros-args", "-p", "robot:=panda_like",
            "-p", f"moveit.kinematics_yaml:={REPO / 'config' / 'panda_like_kinematics.yaml'}",
            "-p", "moveit.max_timeout:=3.0"]

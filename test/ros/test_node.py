@@ -519,6 +519,9 @@ def test_a_default_request_gets_the_search_s_success(ros):
     0.1 s), so random reachable targets are solved from a stretched start where the spec's
     single start fails on many (issue 23, item 5)."""
     node, model = _panda_at_mid_range(ros)
+    # FK of uniform random states: many put the arm through itself (issue 24); solutions judged
+    # by the tolerances alone here.
+    assert node.set_param("collision.enabled", False).successful
     rng = np.random.default_rng(23)
     goals = rng.uniform(model.lower_limits, model.upper_limits, size=(60, model.num_dofs))
     solved = {"default": 0, "spec": 0}

@@ -157,3 +157,71 @@ def test_a_file_that_is_no_parameter_file_names_the_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         parameter_file_values(tmp_path / "missing.yaml")
 
+
+
+# ------------------------------------------------------------------ collision.* (issue 24)
+def _table(**changes):
+    values = {"collision.obstacles": ["table"], "collision.obstacle.table.shape": "box",
+              "collision.obstacle.table.dimensions": [1.2, 0.8, 0.05],
+              "collision.obstacle.table.xyz": [0.6, 0.0, 0.7], "collision.obstacle.table.rpy": [0.0, 0.0, 0.3]}
+    values.update(changes)
+    return values
+
+
+def test_collision_parameters_defaults_and_rules():
+    config = config_from_values({})
+    assert (config.collision_enabled, config.collision_padding, config.obstacles) == (True, 0.0, ())
+    assert config.collision_srdf_source() == ("", "")
+    assert not config.markers_collision_bodies
+    padding = PARAMETER_BY_NAME["collision.padding"]
+    assert padding.read_only and padding.min_value == 0.0 and "metres" in padding.description
+    assert not PARAMETER_BY_NAME["collision.enabled"].read_only  # live: whether solutions are checked
+    assert PARAMETER_BY_NAME["collision.srdf"].read_only and PARAMETER_BY_NAME["collision.obstacles"].read_only
+    assert config_from_values({"collision.padding": 0.02}).collision_padding == 0.02
+    for bad, words in ((-0.01, "must be >= 0.0"), (float("nan"), "must be finite"), (5.0, "must be <= 0.5"),
+                       ("1cm", "must be a number")):
+        with pytest.raises(ConfigError) as info:
+            config_from_values({"collision.padding": bad})
+        assert info.value.parameter == "collision.padding" and words in str(info.value), str(info.value)
+
+
+def test_collision_srdf_falls_back_on_moveit_s_srdf_parameters():
+    srdf = "<robot name='r'/>"
+    assert config_from_values({"moveit.srdf_path": "/a.srdf"}).collision_srdf_source() == (
+        "/a.srdf", "moveit.srdf_path")
+    assert config_from_values({"moveit.srdf_path": "/a.srdf", "robot_description_semantic": srdf}
+                              ).collision_srdf_source() == (srdf, "robot_description_semantic")
+    assert config_from_values({"collision.srdf": "/c.srdf", "robot_description_semantic": srdf}
+                              ).collision_srdf_source() == ("/c.srdf", "collision.srdf")
+
+
+def test_obstacle_parameters_become_obstacles():
+    (table,) = config_from_values(_table()).obstacles
+    assert (table.id, table.shape, table.dimensions) == ("table", "box", (1.2, 0.8, 0.05))
+    assert (table.xyz, table.rpy) == ((0.6, 0.0, 0.7), (0.0, 0.0, 0.3))
+    values = {"collision.obstacles": ["post", "ball"], "collision.obstacle.post.shape": "cylinder",
+              "collision.obstacle.post.dimensions": [1.5, 0.05], "collision.obstacle.ball.shape": "sphere",
+              "collision.obstacle.ball.dimensions": [0.1]}
+    post, ball = config_from_values(values).obstacles
+    assert (post.dimensions, ball.dimensions, ball.xyz) == ((1.5, 0.05), (0.1,), (0.0, 0.0, 0.0))
+
+
+@pytest.mark.parametrize("changes, parameter, words", [
+    ({"collision.obstacles": ["table", "table"]}, "collision.obstacles", "ids must be unique"),
+    ({"collision.obstacles": ["my table"]}, "collision.obstacles", "invalid id 'my table'"),
+    ({"collision.obstacle.table.shape": "cone"}, "collision.obstacle.table.shape",
+     "must be one of ['box', 'sphere', 'cylinder']"),
+    ({"collision.obstacle.table.dimensions": [1.2, 0.8]}, "collision.obstacle.table.dimensions",
+     "a box needs 3 value(s) [x, y, z], got 2"),
+    ({"collision.obstacle.table.dimensions": [1.2, 0.0, 0.05]}, "collision.obstacle.table.dimensions",
+     "finite and positive, got y 0.0"),
+    ({"collision.obstacle.table.dimensions": [1.2, float("inf"), 0.05]}, "collision.obstacle.table.dimensions",
+     "got y inf"),
+    ({"collision.obstacle.table.xyz": [0.6, 0.0]}, "collision.obstacle.table.xyz", "must be 3 finite numbers"),
+    ({"collision.obstacle.table.rpy": [0.0, float("nan"), 0.0]}, "collision.obstacle.table.rpy",
+     "must be 3 finite numbers"),
+])
+def test_bad_obstacle_parameters_name_the_parameter(changes, parameter, words):
+    with pytest.raises(ConfigError) as info:
+        config_from_values(_table(**changes))
+    assert info.value.parameter == parameter and words in str(info.value), str(info.value)

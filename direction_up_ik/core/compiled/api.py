@@ -9,6 +9,11 @@ chunk of candidates; :func:`warm_up` compiles (or loads from the disk cache) eve
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -24,6 +29,7 @@ from ..result import IKBatchResult
 from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES,
                         SolverSettings)
 from ..targets import DirectionUpTarget
+from . import collision as collision_kernels
 from .iteration import run_serial
 from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
                      Leaves, Model, Search, State, Targets)
@@ -355,8 +361,9 @@ _ENTRY_POINTS = (run_serial, run_search, nearest_ranks)
 
 
 def kernels_loaded() -> bool:
-    """True once every kernel entry point is compiled or loaded in this process."""
-    return all(kernel.signatures for kernel in _ENTRY_POINTS)
+    """True once every kernel entry point (the collision check's too) is compiled or loaded in
+    this process."""
+    return all(kernel.signatures for kernel in _ENTRY_POINTS) and collision_kernels.loaded()
 
 
 def cache_is_warm() -> bool:
@@ -366,7 +373,7 @@ def cache_is_warm() -> bool:
         cache = kernel._cache
         if not isinstance(cache, KernelCache) or not cache._cache_file._load_index():
             return False
-    return True
+    return collision_kernels.cache_is_warm()
 
 
 def cache_folder() -> Optional[str]:
@@ -412,6 +419,7 @@ def warm_up() -> float:
     the seed scan.
     """
     t0 = time.perf_counter()
+    aside = _compile_collision_aside()
     settings = SolverSettings(max_position_error=0.03, max_iters=3)
     targets = [(DirectionUpTarget(0, (0.3, y, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0)),)
                for y in (0.2, -0.2)]
@@ -425,4 +433,26 @@ def warm_up() -> float:
     leaves = Leaves(np.zeros((3, 4)), np.arange(4, dtype=np.int64), np.array([0, 2, 4], dtype=np.int64),
                     np.zeros((3, 2)), np.zeros((3, 2)))
     nearest_ranks(tuple(leaves), np.zeros((1, 3)), 1, 2)
+    if aside is not None:
+        aside.wait()  # a failed child leaves the compile to this process
+    collision_kernels.warm_up()
     return time.perf_counter() - t0
+
+
+def _compile_collision_aside() -> Optional[subprocess.Popen]:
+    """On a cold cache and more than one core, a child process that compiles the collision
+    kernels into the cache while this one compiles the solver's, so that the first compile
+    takes the longer of the two instead of their sum. It dies with this process (Linux)."""
+    if (os.cpu_count() or 1) < 2 or cache_folder() is None or collision_kernels.cache_is_warm():
+        return None
+    code = "from direction_up_ik.core.compiled import collision; collision.warm_up()"
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when its parent ends (prctl PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except (AttributeError, OSError):  # not Linux: the child may outlive a stopped parent
+        pass

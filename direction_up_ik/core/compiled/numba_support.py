@@ -34,15 +34,19 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 #: Modules of the package that hold no compiled code (only what Python calls; tested), so
 #: that editing them does not recompile the kernels.
 PYTHON_SIDE = ("__init__.py", "api.py", "threads.py")
+#: Modules with kernels of their own that use nothing from the other modules, cached by numba
+#: against their own file (``cache=True``): editing them does not recompile the solver's kernels,
+#: nor the reverse.
+SEPARATELY_CACHED = ("collision.py",)
 
 
 @functools.lru_cache(maxsize=None)
 def source_fingerprint(folder: pathlib.Path = PACKAGE_DIR) -> str:
     """sha256 over the names and contents of the ``*.py`` files in ``folder`` (sorted) but
-    :data:`PYTHON_SIDE`."""
+    :data:`PYTHON_SIDE` and :data:`SEPARATELY_CACHED`."""
     digest = hashlib.sha256()
     for path in sorted(folder.glob("*.py")):
-        if path.name not in PYTHON_SIDE:
+        if path.name not in PYTHON_SIDE + SEPARATELY_CACHED:
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
