@@ -72,8 +72,9 @@ def test_constants_and_defaults():
         codes.REQUEST_TOO_LARGE,
         codes.NUMERICAL_FAILURE,
         codes.INTERNAL_ERROR,
+        codes.IN_COLLISION,
         codes.NO_ROBOT_MODEL,
-    ] == list(range(12))
+    ] == list(range(13))
     # A default-constructed overrides message leaves every setting unset.
     overrides = SolverOverrides()
     assert overrides.max_iters == 0 and overrides.num_seeds == 0
