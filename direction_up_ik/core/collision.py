@@ -864,6 +864,15 @@ def segment_distance(p1, q1, p2, q2) -> np.ndarray:
     return np.sqrt(np.sum(gap * gap, axis=-1))
 
 
+def point_segment_distance(point, a, b) -> np.ndarray:
+    """(...,) distance of ``point`` from segment a-b (each (..., 3))."""
+    d, r = b - a, point - a
+    length2 = np.sum(d * d, axis=-1)
+    t = np.clip(np.sum(r * d, axis=-1) / np.where(length2 > 1e-18, length2, 1.0), 0.0, 1.0)
+    gap = r - t[..., None] * d
+    return np.sqrt(np.sum(gap * gap, axis=-1))
+
+
 def solid_sdf(points: np.ndarray, kind: np.ndarray, half: np.ndarray) -> np.ndarray:
     """(...,) signed distance of ``points`` (..., 3), in the solid's frame, to a box (half
     edges ``half``) or a cylinder (``half`` = radius, radius, half length), per ``kind``."""
@@ -919,14 +928,24 @@ def capsule_solid_distance(a: np.ndarray, b: np.ndarray, radius: np.ndarray, kin
 def _pair_distances(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: np.ndarray,
                     only_touching: bool = False) -> np.ndarray:
     """(B, P + Q) signed distance bounds of every elementary pair (cc first, then cs);
-    ``only_touching``: capsule-solid pairs that are apart for certain (segment to the solid's
-    centre beyond its reach) are left at +inf instead."""
+    ``only_touching``: pairs that are apart for certain (capsule-capsule: bounding spheres
+    apart; capsule-solid: segment to the solid's centre beyond its reach) are left at +inf."""
     rot, pos = _node_frames(robot, q)
     cap_a = np.einsum("bcij,cj->bci", rot[:, parts.cap_node], parts.cap_a) + pos[:, parts.cap_node]
     cap_b = np.einsum("bcij,cj->bci", rot[:, parts.cap_node], parts.cap_b) + pos[:, parts.cap_node]
     i, j = pairs.cc[:, 0], pairs.cc[:, 1]
-    cc = segment_distance(cap_a[:, i], cap_b[:, i], cap_a[:, j], cap_b[:, j]) \
-        - parts.cap_radius[i] - parts.cap_radius[j]
+    if only_touching:  # the closed form only where the bounding spheres meet
+        centre = 0.5 * (cap_a + cap_b)
+        reach = 0.5 * np.linalg.norm(parts.cap_b - parts.cap_a, axis=-1) + parts.cap_radius
+        apart = np.linalg.norm(centre[:, i] - centre[:, j], axis=-1) > reach[i] + reach[j]
+        cc = np.full(apart.shape, np.inf)
+        bi, pi = np.nonzero(~apart)
+        ci, cj = i[pi], j[pi]
+        cc[bi, pi] = segment_distance(cap_a[bi, ci], cap_b[bi, ci], cap_a[bi, cj], cap_b[bi, cj]) \
+            - parts.cap_radius[ci] - parts.cap_radius[cj]
+    else:
+        cc = segment_distance(cap_a[:, i], cap_b[:, i], cap_a[:, j], cap_b[:, j]) \
+            - parts.cap_radius[i] - parts.cap_radius[j]
     c, s = pairs.cs[:, 0], pairs.cs[:, 1]
     solid_rot = np.einsum("bsij,sjk->bsik", rot[:, parts.solid_node], parts.solid_rot)
     solid_pos = np.einsum("bsij,sj->bsi", rot[:, parts.solid_node], parts.solid_pos) + pos[:, parts.solid_node]
@@ -936,7 +955,7 @@ def _pair_distances(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: 
     half = np.broadcast_to(parts.solid_half[s], r.shape[:2] + (3,))
     pad = np.broadcast_to(parts.solid_pad[s], r.shape[:2])
     if only_touching:
-        bound = segment_distance(cap_a[:, c], cap_b[:, c], p, p) - parts.solid_reach[s] - radius - pad
+        bound = point_segment_distance(p, cap_a[:, c], cap_b[:, c]) - parts.solid_reach[s] - radius - pad
         near = bound <= 0.0
     else:
         near = np.ones(r.shape[:2], dtype=bool)
