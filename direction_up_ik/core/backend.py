@@ -191,7 +191,7 @@ def _prepare() -> None:
             env.setdefault("OPENBLAS_NUM_THREADS", "1")
             _preparation.child = subprocess.Popen(
                 [sys.executable, "-m", "direction_up_ik.precompile", "--quiet"], env=env,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_background_priority)
             _, errors = _preparation.child.communicate()
             if _preparation.child.returncode != 0:
                 if _preparation.child.returncode < 0:  # stopped (stop_preparing)
@@ -204,6 +204,15 @@ def _prepare() -> None:
         _finish(KERNELS_FAILED, None, f"{type(exc).__name__}: {exc}")
         return
     _finish(KERNELS_READY, time.perf_counter() - start, "")
+
+
+def _background_priority() -> None:
+    """In the compile's child before exec: a lower CPU priority (nice 10), so that the process
+    that started it (a node building its model and answering with numpy) keeps the cores."""
+    try:
+        os.nice(10)
+    except (AttributeError, OSError):  # not POSIX, or not allowed: the default priority
+        pass
 
 
 def _finish(state: str, seconds: Optional[float], error: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -84,6 +85,14 @@ def _processes_with(marker: str):
     return pids
 
 
+def _nice(pid: int):
+    """The nice value of process ``pid``, None when it has ended."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, pid)
+    except ProcessLookupError:
+        return None
+
+
 def test_node_answers_with_numpy_until_its_kernels_load_then_with_them():
     """While another process holds the kernels (this test, by their lock: as a compile would),
     the node answers with numpy; once it may load them it answers with them, in the same
@@ -127,6 +136,9 @@ def test_sigint_ends_a_node_while_its_kernels_compile(tmp_path):
     try:
         node.wait_ready()
         wait_until(lambda: len(_processes_with(str(cache))) >= 2, what="the compile to start", period=0.1)
+        # the compile runs at a lower priority than the node (core/backend.py)
+        nice = [_nice(pid) for pid in _processes_with(str(cache)) if pid != node.proc.pid]
+        assert any(n is not None for n in nice) and all(n is None or n >= 10 for n in nice), nice
     finally:
         node.send(signal.SIGINT)
         assert node.wait() == 0, node.output
