@@ -38,7 +38,9 @@ def main(argv=None) -> int:
     from direction_up_ik.core import warm_up_backend
     from direction_up_ik.core.kinematics import mid_range
     from direction_up_ik.msg import DirectionUpCandidate
-    from direction_up_ik.ros.config import config_from_values, load_robot_model, parameter_file_values
+    from direction_up_ik.ros.config import config_from_values
+    from direction_up_ik.ros.parameter_files import parameter_file_values
+    from direction_up_ik.ros.robot_model import load_robot_model
     from direction_up_ik.ros.obstacles import load_collision_scene
     from direction_up_ik.ros.node import DirectionUpIKNode
     from direction_up_ik.srv import SolveDirectionUpIK

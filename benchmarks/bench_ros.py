@@ -80,7 +80,7 @@ NODE_PARAMS = {"search.num_seeds": 0, "streaming.start_from": "joint_states",
 
 
 def yaml_values() -> dict:
-    from direction_up_ik.ros.config import parameter_file_values
+    from direction_up_ik.ros.parameter_files import parameter_file_values
     return {**parameter_file_values(CONFIG), **NODE_PARAMS}
 
 
@@ -103,7 +103,8 @@ class CoreSolver:
     """The core as the node drives it, without ROS: model, frames and settings of the YAML."""
 
     def __init__(self, state: np.ndarray) -> None:
-        from direction_up_ik.ros.config import config_from_values, load_robot_model
+        from direction_up_ik.ros.config import config_from_values
+        from direction_up_ik.ros.robot_model import load_robot_model
         from direction_up_ik.ros.joint_state import float32_within_limits
         self.config = config_from_values(yaml_values())
         self.robot = load_robot_model(self.config)

@@ -126,7 +126,7 @@ def run_stream(context, robot_name: str, params: dict, poses, start, lag_ticks: 
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
-    from direction_up_ik.ros.config import parameter_file_values
+    from direction_up_ik.ros.parameter_files import parameter_file_values
     from direction_up_ik.ros.node import DirectionUpIKNode
 
     values = parameter_file_values(REPO / "config" / f"{robot_name}.yaml")

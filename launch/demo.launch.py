@@ -33,7 +33,7 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from direction_up_ik.ros.config import parameter_file_values
+from direction_up_ik.ros.parameter_files import parameter_file_values
 from direction_up_ik.ros.launch_support import command_echo_parameters, missing_executables, node_fqn
 
 #: (package, executable) of every process the demo starts.

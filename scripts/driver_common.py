@@ -102,7 +102,7 @@ class NodeProcess:
     def __init__(self, namespace: str, config: Path = CONFIG, params: Optional[dict] = None) -> None:
         self.namespace = namespace
         self.fqn = f"{namespace}/{NODE_NAME}"
-        from direction_up_ik.ros.config import parameter_file_values
+        from direction_up_ik.ros.parameter_files import parameter_file_values
         values = parameter_file_values(config)
         values.update(params or {})
         self._params = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="direction_up_ik_",
@@ -274,7 +274,7 @@ class Judge:
         from direction_up_ik.robots import bundled_robot, load_robot
         from direction_up_ik.srv import SolveDirectionUpIK
 
-        from direction_up_ik.ros.config import parameter_file_values
+        from direction_up_ik.ros.parameter_files import parameter_file_values
         params = parameter_file_values(CONFIG)
         self.params = params
         self.model = load_robot(ROBOT)
@@ -699,7 +699,7 @@ def target_set(seed: int, count: int):
     model = load_robot(ROBOT)
     start = mid_range(model)
     rng = np.random.default_rng(seed)
-    from direction_up_ik.ros.config import parameter_file_values
+    from direction_up_ik.ros.parameter_files import parameter_file_values
     names = list(parameter_file_values(CONFIG)["end_effectors"])
     messages, positions = [], np.zeros((count, len(names), 3))
     for k in range(count):

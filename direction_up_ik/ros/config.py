@@ -25,7 +25,6 @@ YAML layout (``config/<robot>.yaml``; ``/**/`` makes the entry apply in any name
 from __future__ import annotations
 
 import math
-import pathlib
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -36,8 +35,8 @@ from ..core.errors import DirectionUpIKError, InputValidationError
 from ..core.settings import (DEFAULT_MAX_POSITION_ERROR, NODE_SEARCH_DEFAULTS, SEARCH_SOLVER_DEFAULTS, Rule,
                              SearchSettings, SolverSettings, defaults as setting_defaults, rules)
 from ..core.xacro_files import is_xacro_path, parse_xacro_args
-from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
-from .streaming import START_FROM_CHOICES, step_limits
+from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT
+from .streaming import START_FROM_CHOICES
 
 
 class ConfigError(DirectionUpIKError, ValueError):
@@ -643,7 +642,7 @@ def obstacles_from_values(values: Mapping[str, Any]) -> Tuple[ObstacleConfig, ..
 
 def _streaming_values(values: Mapping[str, Any]) -> Dict[str, Any]:
     """The ``streaming.*`` fields of NodeConfig (the step limits' length is checked against the
-    model by :func:`load_robot_model` and the node)."""
+    model by :func:`~.robot_model.load_robot_model` and the node)."""
     start_from = values.get("streaming.start_from", PARAMETER_BY_NAME["streaming.start_from"].default)
     if start_from not in START_FROM_CHOICES:
         raise ConfigError("streaming.start_from", f"must be one of {list(START_FROM_CHOICES)}, got {start_from!r}")
@@ -660,177 +659,5 @@ def _streaming_values(values: Mapping[str, Any]) -> Dict[str, Any]:
             "streaming_max_joint_step": steps}
 
 
-def load_robot_model(config: NodeConfig, description: Optional[str] = None):
-    """Build the RobotKinematics the configuration describes and check names against it.
-
-    Args:
-        description: URDF XML received on ``robot_description_topic`` (wins over the rest).
-    Raises:
-        ConfigError: unreadable URDF (a xacro error: its file and message), unknown links or
-            joints in the parameters.
-    """
-    from ..core.errors import RobotModelError
-    from ..core.kinematics import RobotKinematics
-    from ..core.rotations import make_transform, rpy_to_matrix
-
-    source, parameter = robot_source(config, description)
-    root = config.root_link or (bundled_robot(config.robot).root_link
-                               if parameter == "robot" else None)
-    try:
-        model = RobotKinematics.from_urdf(
-            source, [e.link for e in config.end_effectors],
-            [make_transform(rpy_to_matrix(e.tcp_rpy), e.tcp_xyz) for e in config.end_effectors],
-            root_link=root, xacro_args=config.xacro_args if parameter == "urdf_path" else None)
-    except RobotModelError as exc:
-        text, culprit = str(exc), parameter
-        for i, e in enumerate(config.end_effectors):
-            if text.startswith(f"end_effector_links[{i}]"):
-                culprit, text = f"end_effector.{e.name}.link", text.split(": ", 1)[1]
-        if text.startswith("root_link"):
-            culprit, text = "root_link", text.split(": ", 1)[1]
-        raise ConfigError(culprit, text) from None
-    for name in config.active_joints:
-        if name not in model.joint_names:
-            raise ConfigError("active_joints", f"unknown joint '{name}'; joints: {list(model.joint_names)}")
-    for name in config.command_joint_order:
-        if name not in model.joint_names:
-            raise ConfigError("command.joint_order",
-                              f"unknown joint '{name}'; joints: {list(model.joint_names)}")
-    check_step_limits(config, model.num_dofs)
-    return model
-
-
-def check_step_limits(config: NodeConfig, num_joints: int):
-    """(D,) step limits of ``streaming.max_joint_step`` for a model of ``num_joints`` joints.
-
-    Raises:
-        ConfigError: neither one value nor one per joint.
-    """
-    try:
-        return step_limits(config.streaming_max_joint_step, num_joints)
-    except ValueError as exc:
-        raise ConfigError("streaming.max_joint_step", str(exc)) from None
-
-
-def robot_description_text(config: NodeConfig, description: Optional[str] = None) -> str:
-    """The URDF XML of the configured robot (``description`` from the topic, robot_description,
-    urdf_path (a xacro file expanded) or bundled)."""
-    if description is not None:
-        return description
-    if config.robot_description:
-        return config.robot_description
-    if is_xacro_path(config.urdf_path):
-        from ..core.errors import RobotModelError
-        from ..core.xacro_files import xacro_to_urdf
-        try:
-            return xacro_to_urdf(config.urdf_path, config.xacro_args)
-        except RobotModelError as exc:
-            raise ConfigError("urdf_path", str(exc)) from None
-    path = config.urdf_path or str(bundled_robot(config.robot).urdf_path())
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise ConfigError("urdf_path" if config.urdf_path else "robot", f"cannot read '{path}': {exc}") from None
-
-
-def robot_source(config: NodeConfig, description: Optional[str] = None) -> Tuple[str, str]:
-    """(URDF XML or path, the parameter it comes from) of the configured robot; ``description``
-    (the URDF received on ``robot_description_topic``) wins over the rest.
-
-    Raises:
-        ConfigError: an empty description from the topic.
-    """
-    if description is not None:
-        if not description.strip():
-            raise ConfigError("robot_description_topic", "received an empty robot description")
-        return description, "robot_description_topic"
-    if config.robot_description:
-        return config.robot_description, "robot_description"
-    if config.urdf_path:
-        return config.urdf_path, "urdf_path"
-    return str(bundled_robot(config.robot).urdf_path()), "robot"
-
-
-def load_group_solvers(config: NodeConfig, description: Optional[str] = None):
-    """{group: GroupIK} for ``moveit.kinematics_yaml`` ({} when unset): the planning groups the
-    node's GetPositionIK bridge serves (``description``: the URDF from the topic, if any).
-
-    Raises:
-        ConfigError: unreadable or invalid kinematics.yaml, groups the robot cannot serve.
-    """
-    if not config.moveit_kinematics_yaml:
-        return {}
-    from ..groups import KinematicsYamlError, load_kinematics_yaml, make_group_solvers
-    from ..groups.srdf import SrdfError
-
-    srdf = config.robot_description_semantic or None
-    if srdf is None and config.moveit_srdf_path:
-        if not pathlib.Path(config.moveit_srdf_path).is_file():
-            raise ConfigError("moveit.srdf_path", f"file '{config.moveit_srdf_path}' not found")
-        srdf = config.moveit_srdf_path
-    try:
-        if not pathlib.Path(config.moveit_kinematics_yaml).is_file():
-            raise KinematicsYamlError(f"file '{config.moveit_kinematics_yaml}' not found")
-        groups = load_kinematics_yaml(config.moveit_kinematics_yaml)
-        return make_group_solvers(robot_description_text(config, description), groups, srdf)
-    except SrdfError as exc:
-        raise ConfigError("robot_description_semantic" if config.robot_description_semantic
-                          else "moveit.srdf_path", str(exc)) from None
-    except DirectionUpIKError as exc:
-        raise ConfigError("moveit.kinematics_yaml", str(exc)) from None
-
-
 # ------------------------------------------------------------------ parameter files
 NODE_NAME = "direction_up_ik_node"
-
-
-def _node_key_matches(key: str, node_fqn: str) -> bool:
-    """Whether a parameter-file key names the node ``node_fqn``, as rcl matches them: a key
-    without a leading '/' is taken from the root namespace; ``/*`` stands for one name token,
-    ``/**`` for any number of them (so ``/**`` names every node, ``/**/name`` a node called
-    ``name`` in any namespace, ``name`` only the un-namespaced one)."""
-    key = key if key.startswith("/") else "/" + key
-    pattern = re.escape(key).replace(r"/\*\*", r"(/\w+)*").replace(r"/\*", r"(/\w+)")
-    return re.fullmatch(pattern, node_fqn) is not None
-
-
-def parameter_file_values(path, node_fqn: str = "/" + NODE_NAME) -> Dict[str, Any]:
-    """``{name: value}`` that a ROS 2 parameter YAML file sets on the node ``node_fqn``.
-
-    Merges the ``ros__parameters`` of every entry whose key names the node (later entries
-    win): ``/**``, ``/**/<name>``, ``/*/<name>``, ``<name>`` (root namespace only),
-    ``/<ns>/<name>``. Nested mappings become dotted names, as ROS reads them. Scripts and
-    tests read the shipped ``config/*.yaml`` with it.
-
-    Raises:
-        ConfigError: (parameter ``params_file``) unreadable file or not a parameter file.
-    """
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError("params_file", f"cannot read '{path}': {exc}") from None
-    if not isinstance(data, Mapping):
-        raise ConfigError("params_file", f"'{path}' must map node names to ros__parameters")
-    values: Dict[str, Any] = {}
-    for key, entry in data.items():
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("ros__parameters"), Mapping):
-            raise ConfigError("params_file", f"'{path}': entry '{key}' has no ros__parameters mapping")
-        if _node_key_matches(str(key), node_fqn):
-            values.update(_flatten(entry["ros__parameters"]))
-    return values
-
-
-def _flatten(mapping: Mapping, prefix: str = "") -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-

@@ -37,7 +37,7 @@ def resolve_topic(topic: str, fqn: str) -> str:
 
 def command_echo_parameters(values: Mapping[str, Any], fqn: str = node_fqn()) -> Dict[str, Any]:
     """Parameters of ``command_echo`` that make it listen to the command that the node ``fqn``
-    publishes with parameter values ``values`` (e.g. :func:`config.parameter_file_values`):
+    publishes with parameter values ``values`` (e.g. :func:`parameter_files.parameter_file_values`):
     ``command_type``, the absolute ``command_topic`` and, when the node's
     ``command.joint_order`` is set, ``joint_order`` (a launch file cannot pass an empty list).
 

@@ -54,15 +54,15 @@ from ..core.backend import (KERNELS_ABSENT, KERNELS_PREPARING, KERNELS_READY, ke
                             stop_preparing)
 from ..groups import solve_position_ik
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
-                     bundled_end_effector_defaults, check_step_limits,
-                     config_from_values, default_end_effector_names, end_effector_parameters,
-                     load_group_solvers, load_robot_model, obstacle_parameters, robot_description_text)
+                     bundled_end_effector_defaults, config_from_values, default_end_effector_names,
+                     end_effector_parameters, obstacle_parameters)
 from .conversions import (STOP_IN_COLLISION, RequestError, fill_response, local_axes_of, search_options,
                           settings_with_overrides, streaming_request, targets_from_candidates, with_collisions)
 from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_collision_scene
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .process import run_node
+from .robot_model import check_step_limits, load_group_solvers, load_robot_model, robot_description_text
 from .streaming import CommandMemory, Jump, approach_steps, first_jump, slerp
 
 Response = SolveDirectionUpIK.Response

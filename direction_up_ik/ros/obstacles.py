@@ -30,9 +30,9 @@ import numpy as np
 from ..core import CollisionGeometryWarning, CollisionScene, DirectionUpIKError, RobotModelError
 from ..core.errors import InputValidationError
 from ..core.rotations import make_transform, rpy_to_matrix
-from .config import (OBSTACLE_SHAPES, ConfigError, NodeConfig, ObstacleConfig, primitive_dimensions,
-                     robot_description_text, robot_source)
+from .config import OBSTACLE_SHAPES, ConfigError, NodeConfig, ObstacleConfig, primitive_dimensions
 from .interactive_markers import pose_to_matrix
+from .robot_model import robot_description_text, robot_source
 
 #: CollisionObstacle.operation values.
 ADD, REMOVE, CLEAR = 0, 1, 2

@@ -43,7 +43,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget
 from direction_up_ik.srv import SolveDirectionUpIK
-from direction_up_ik.ros.config import PARAMETER_BY_NAME, parameter_file_values
+from direction_up_ik.ros.config import PARAMETER_BY_NAME
+from direction_up_ik.ros.parameter_files import parameter_file_values
 from direction_up_ik.ros.node import DirectionUpIKNode
 
 import workers

@@ -146,7 +146,7 @@ def test_echoes_the_command_the_robot_s_config_publishes(robot):
     derives from the same file; a solve with ``publish`` moves the echoed joint_states to the
     answer."""
     from direction_up_ik.ros.launch_support import command_echo_parameters
-    from direction_up_ik.ros.config import parameter_file_values
+    from direction_up_ik.ros.parameter_files import parameter_file_values
 
     namespace = f"/demo_{uuid.uuid4().hex[:8]}"
     config = REPO / "config" / f"{robot}.yaml"

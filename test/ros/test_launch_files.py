@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from direction_up_ik.ros.config import parameter_file_values
+from direction_up_ik.ros.parameter_files import parameter_file_values
 from direction_up_ik.ros.launch_support import (NODE_LAUNCH_ARGUMENTS, command_echo_parameters, find_executable,
                                                 missing_executables, node_fqn, node_parameters, resolve_topic)
 

@@ -13,7 +13,8 @@ import pytest
 
 from direction_up_ik.core.settings import (DEFAULT_MAX_POSITION_ERROR, NODE_SEARCH_DEFAULTS, SEARCH_SOLVER_DEFAULTS,
                                            SearchSettings, SolverSettings, defaults, rules)
-from direction_up_ik.ros.config import PARAMETER_BY_NAME, ConfigError, config_from_values, parameter_file_values
+from direction_up_ik.ros.config import PARAMETER_BY_NAME, ConfigError, config_from_values
+from direction_up_ik.ros.parameter_files import parameter_file_values
 
 TYPES = {"number": "double", "integer": "integer", "seed": "integer", "choice": "string"}
 
@@ -86,7 +87,7 @@ def test_robot_description_with_a_byte_order_mark_loads_and_bad_text_is_not_echo
     """Issue 23 item 7 at the node's parameter: a robot_description read with a BOM is XML, and
     the error for text that is neither XML nor a file quotes only its beginning."""
     from direction_up_ik.robots import bundled_robot
-    from direction_up_ik.ros.config import load_robot_model
+    from direction_up_ik.ros.robot_model import load_robot_model
 
     text = bundled_robot("panda_like").urdf_path().read_text(encoding="utf-8")
     values = {"end_effectors": ["tool"], "end_effector.tool.link": "panda_hand"}
