@@ -22,7 +22,7 @@ import numpy as np
 
 from direction_up_ik import (CollisionScene, Obstacle, robo_search_ik_direction_up, warm_up_backend,
                              warm_up_search)
-from direction_up_ik.core import collision
+from direction_up_ik.core import collision_distance
 from direction_up_ik.core.kinematics import mid_range, random_in_limits
 from direction_up_ik.core.rotations import make_transform
 from direction_up_ik.core.targets import full_pose_candidates
@@ -86,7 +86,7 @@ def run(name: str, targets: int, seed: int) -> dict:
     check_s = time.perf_counter() - t0
     parts, pairs, _ = scene.arrays()
     t0 = time.perf_counter()
-    collision.reference_clearance(robot, parts, pairs, states)
+    collision_distance.reference_clearance(robot, parts, pairs, states)
     check_numpy_s = time.perf_counter() - t0
     return dict(robot=name, targets=targets, scene_build_s=build_s, body_pairs=len(scene.body_pairs),
                 plain_success=float(plain_ok.mean()), plain_colliding=float((plain_ok & ~plain_free).mean()),
@@ -96,7 +96,7 @@ def run(name: str, targets: int, seed: int) -> dict:
                 aware_p90_ms=1e3 * float(np.percentile(aware_t, 90)),
                 median_ratio=float(np.median(aware_t) / np.median(plain_t)),
                 check_1000_ms=1e3 * check_s, check_1000_numpy_ms=1e3 * check_numpy_s,
-                compiled_check=collision._kernels() is not None)
+                compiled_check=collision_distance._kernels() is not None)
 
 
 def main() -> None:

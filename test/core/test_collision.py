@@ -8,7 +8,7 @@ import pytest
 
 from direction_up_ik import (CollisionGeometryWarning, CollisionScene, InputValidationError, Obstacle,
                              RobotKinematics, RobotModelError)
-from direction_up_ik.core import collision
+from direction_up_ik.core import collision_distance, collision_parts
 from direction_up_ik.core.kinematics import random_in_limits
 from direction_up_ik.robots import bundled_robot, load_robot
 
@@ -78,25 +78,25 @@ def test_single_state_and_batch_agree(dual_arm):
 
 
 def test_compiled_check_equals_the_reference(compiled_kernels):
-    if collision._kernels() is None:
+    if collision_distance._kernels() is None:
         pytest.skip("the compiled kernels are not available (numba off or missing)")
     robot = load_robot("dual_arm_torso")
     scene = CollisionScene.from_urdf(robot, bundled_robot("dual_arm_torso").urdf_path(),
                                      obstacles=random_obstacles(np.random.default_rng(5), "dual_arm_torso", 6))
     parts, pairs, body_pairs = scene.arrays()
     states = random_in_limits(robot, np.random.default_rng(6), 300)
-    ref_least, ref_pair = collision.reference_clearance(robot, parts, pairs, states)
-    least, pair = collision._compiled_check()(robot, parts, pairs, states, -np.inf)
+    ref_least, ref_pair = collision_distance.reference_clearance(robot, parts, pairs, states)
+    least, pair = collision_distance._compiled_check()(robot, parts, pairs, states, -np.inf)
     np.testing.assert_allclose(least, ref_least, atol=1e-7)
     assert np.mean(pair == ref_pair) > 0.95  # (equal distances may name another pair)
-    hits = collision._compiled_pairwise()(robot, parts, pairs, states, len(body_pairs))
-    dist = collision._pair_distances(robot, parts, pairs, states)
+    hits = collision_distance._compiled_pairwise()(robot, parts, pairs, states, len(body_pairs))
+    dist = collision_distance._pair_distances(robot, parts, pairs, states)
     owner = np.concatenate([pairs.cc_pair, pairs.cs_pair])
     expected = np.array([[dist[b, owner == p].min() <= 0.0 for p in range(len(body_pairs))]
                          for b in range(len(states))])
     assert np.array_equal(hits, expected)
     # numpy's pair sampling skips pairs apart for certain: the same verdicts
-    touching = collision._pair_distances(robot, parts, pairs, states, only_touching=True)
+    touching = collision_distance._pair_distances(robot, parts, pairs, states, only_touching=True)
     assert np.array_equal(touching <= 0.0, dist <= 0.0)
     # the search's filter stops at the first colliding pair; its verdict is the same
     assert np.array_equal(scene.collision_free(states), ref_least > 0.0)
@@ -192,7 +192,7 @@ def test_mesh_is_enclosed_by_its_capsule(tmp_path):
     # every vertex (scaled, placed) lies within the capsule
     vertices = mesh.vertices * (1, 2, 1)
     placed = (pose((0.1, 0, 0), (0, 0.3, 0)) @ np.c_[vertices, np.ones(len(vertices))].T).T[:, :3]
-    d = collision.segment_distance(placed, placed, np.broadcast_to(parts.cap_a[0], placed.shape),
+    d = collision_distance.segment_distance(placed, placed, np.broadcast_to(parts.cap_a[0], placed.shape),
                                    np.broadcast_to(parts.cap_b[0], placed.shape))
     assert np.all(d <= parts.cap_radius[0] + 1e-9)
     assert parts.cap_radius[0] < 0.1  # about the box's cross-section, not its length
@@ -218,8 +218,8 @@ def test_box_cover_encloses_the_box():
     corners = rng.uniform(-1, 1, (2000, 3)) * half
     corners[:8] = np.array(np.meshgrid(*[[-1, 1]] * 3)).reshape(3, -1).T * half
     covered = np.zeros(len(corners), dtype=bool)
-    for a, b, radius in collision.box_cover(half):
-        d = collision.segment_distance(corners, corners, np.broadcast_to(a, corners.shape),
+    for a, b, radius in collision_parts.box_cover(half):
+        d = collision_distance.segment_distance(corners, corners, np.broadcast_to(a, corners.shape),
                                        np.broadcast_to(b, corners.shape))
         covered |= d <= radius + 1e-12
     assert covered.all()

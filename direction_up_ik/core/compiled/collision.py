@@ -1,5 +1,5 @@
 """The collision check as kernels: the same distances as the numpy reference
-(:mod:`direction_up_ik.core.collision`), state by state, with pruning.
+(:mod:`direction_up_ik.core.collision_distance`), state by state, with pruning.
 
 Self-contained on purpose: it uses nothing from the other modules of this package, so numba
 caches it against this file alone (``cache=True``; ``numba_support.SEPARATELY_CACHED``) and
@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 _OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
-#: As ``collision.GOLDEN_STEPS`` and ``GOLDEN`` of the reference (tests compare the two).
+#: As ``collision_distance.GOLDEN_STEPS`` and ``GOLDEN`` of the reference (tests compare the two).
 GOLDEN_STEPS = 36
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 SOLID_CYLINDER = 1
@@ -309,7 +309,7 @@ def _frozen(values, dtype, shape=None):
 def warm_up() -> None:
     """Compile (or load from numba's cache) both kernels with arguments of exactly the types
     the core passes (read-only C arrays of ``RobotKinematics.kernel_arrays`` and
-    ``collision.Parts``; a tiny two-joint model, capsules and a box), so that no real call
+    ``collision_parts.Parts``; a tiny two-joint model, capsules and a box), so that no real call
     compiles another signature (tested)."""
     f8, i8 = np.float64, np.int64
     eye = np.tile(np.eye(3), (2, 1, 1))
