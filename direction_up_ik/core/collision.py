@@ -145,6 +145,14 @@ _SAMPLED: Dict[str, frozenset] = {}
 _SAMPLED_LOCK = threading.Lock()
 
 
+def _sample_chunks():
+    """State counts the pair selection evaluates at a time: a small first chunk decides most
+    pairs (seen in and out of collision), later ones bound the temporaries."""
+    yield 200
+    while True:
+        yield 1000
+
+
 class CollisionScene:
     """Collision geometry of one robot model with its obstacles; built once, obstacles replaceable.
 
@@ -355,18 +363,25 @@ class CollisionScene:
             return frozenset()
         unpadded = [_Part(p.body, p.node, p.a, p.b, p.radius - self.padding, p.xform, p.kind, p.half)
                     for p in self._robot_parts]
-        parts, pairs = _build_arrays(unpadded, self._link_pair_candidates)
+        candidates = self._link_pair_candidates
         rng = np.random.default_rng(SAMPLE_SEED)
         states = random_in_limits(self.robot, rng, SAMPLE_STATES)
-        ever = np.zeros(len(self._link_pair_candidates), dtype=bool)
-        always = np.ones(len(self._link_pair_candidates), dtype=bool)
-        for lo in range(0, SAMPLE_STATES, 500):
-            hit = pairwise_collisions(self.robot, parts, pairs, states[lo:lo + 500],
-                                      len(self._link_pair_candidates))
-            ever |= hit.any(axis=0)
-            always &= hit.all(axis=0)
+        ever = np.zeros(len(candidates), dtype=bool)
+        always = np.ones(len(candidates), dtype=bool)
+        open_pairs = np.arange(len(candidates))
+        lo = 0
+        for size in _sample_chunks():
+            if lo >= SAMPLE_STATES or not len(open_pairs):
+                break
+            # a pair seen both in and out of collision is kept whatever the other states say
+            parts, pairs = _build_arrays(unpadded, [candidates[k] for k in open_pairs])
+            hit = pairwise_collisions(self.robot, parts, pairs, states[lo:lo + size], len(open_pairs))
+            ever[open_pairs] |= hit.any(axis=0)
+            always[open_pairs] &= hit.all(axis=0)
+            open_pairs = open_pairs[always[open_pairs] | ~ever[open_pairs]]
+            lo += size
         left_out = frozenset(frozenset((self.link_bodies[i], self.link_bodies[j]))
-                             for (i, j), e, a in zip(self._link_pair_candidates, ever, always) if a or not e)
+                             for (i, j), e, a in zip(candidates, ever, always) if a or not e)
         with _SAMPLED_LOCK:
             _SAMPLED[self._geometry_key] = left_out
         return left_out
