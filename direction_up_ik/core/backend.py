@@ -91,6 +91,8 @@ def kernel_state() -> str:
         return KERNELS_ABSENT
     if _compiled is None and f"{__package__}.compiled" not in sys.modules:
         return _preparation.state  # nothing can be loaded yet
+    if _preparation.state == KERNELS_PREPARING:
+        return KERNELS_PREPARING  # its thread may be importing numba: do not wait for that import
     module = _usable_module()
     if module is None:
         return KERNELS_ABSENT

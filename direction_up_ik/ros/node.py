@@ -170,9 +170,7 @@ class DirectionUpIKNode(Node):
         self.create_subscription(CollisionObstacle, "~/obstacles", self._on_obstacle,
                                  QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
-        # The compiled kernels load (or compile, the first time) in the background; requests are
-        # answered by the numpy backend until they are ready (core/backend.py).
-        self._kernel_state = prepare_kernels(self._on_kernels_ready)
+        self._kernel_state = kernel_state()
         topic = self._config.robot_description_topic
         if topic:
             # As robot_state_publisher publishes it (and ros2_control / MoveIt subscribe): the
@@ -186,6 +184,10 @@ class DirectionUpIKNode(Node):
                                    "requests get NO_ROBOT_MODEL until it arrives")
         else:
             self._adopt_model(load_robot_model(self._config), None)
+        # The compiled kernels load (or compile, the first time) in the background; requests are
+        # answered by the numpy backend until they are ready (core/backend.py). Started after the
+        # model, so that the background import of numba does not slow the start-up.
+        self._kernel_state = prepare_kernels(self._on_kernels_ready)
 
     def _adopt_model(self, robot, description: Optional[str]) -> None:
         """Make ``robot`` the node's model: joint-state store, frames, collision scene, MoveIt

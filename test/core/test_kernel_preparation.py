@@ -42,3 +42,19 @@ def test_first_auto_solve_answers_with_numpy_while_the_kernels_are_prepared(tmp_
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report == {"before": "cold", "during": "preparing", "backend": "numpy", "success": 1}
+
+
+def test_kernel_state_does_not_wait_for_the_background_import_of_numba(monkeypatch):
+    """While the background preparation imports the compiled package (numba: a second or more),
+    kernel_state() answers "preparing" at once instead of waiting on that import's lock: the
+    node's start-up (the collision scene asks it per chunk of sampled states) would stall."""
+    from direction_up_ik.core import backend
+
+    def importing(*_args):
+        raise AssertionError("kernel_state() touched the compiled package while it is being imported")
+    monkeypatch.setattr(backend, "compiled_module", importing)
+    monkeypatch.setattr(backend, "_compiled", None)
+    monkeypatch.setitem(sys.modules, "direction_up_ik.core.compiled", object())  # partly imported
+    monkeypatch.setattr(backend._preparation, "state", backend.KERNELS_PREPARING)
+    monkeypatch.delenv("DIRECTION_UP_IK_BACKEND", raising=False)
+    assert backend.kernel_state() == backend.KERNELS_PREPARING
