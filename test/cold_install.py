@@ -1,31 +1,30 @@
-"""An install of the package whose kernels are not compiled yet, compiled by the precompile
-command in the background (importable as ``cold_install``; see pythonpath in setup.cfg).
+"""An install of the package whose own cache cannot be written, for the per-user cache test
+(importable as ``cold_install``; see pythonpath in setup.cfg).
 
 The copy's in-tree cache cannot be written (as for an install tree owned by another user):
 read-only for every user but root, and ``core/compiled/__pycache__`` is a file, so that not
 even root can make the folder there; so numba caches the kernels per user, under ``home``.
-``test/conftest.py`` starts the compile when a test that needs it was collected, so that its
-minutes overlap the other tests; :func:`precompiled` waits for it, in whichever pytest-xdist
-worker runs that test.
+
+Compiling every kernel again for the copy would take minutes of each test run, the same work
+the session's own warm-up has done: :func:`seed_user_cache` copies the session's cached kernels
+into the copy's per-user cache but for one small entry point, which the precompile command
+then compiles and writes there.
 """
 
 from __future__ import annotations
 
-import fcntl
+import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Dict
 
 REPO = Path(__file__).resolve().parents[1]
-#: Environment variable naming the run's shared folder of the cold install.
-SHARED_ENV = "DIRECTION_UP_IK_TEST_COLD_INSTALL"
+#: The entry point left for the copy's precompile to compile (a small one: seconds).
+LEFT_TO_COMPILE = "seed_scan.nearest_ranks"
 
 
 def environment(root: Path) -> Dict[str, str]:
@@ -48,56 +47,30 @@ def make(root: Path) -> Path:
     return root
 
 
-def _shared() -> Path:
-    """The folder of this test run's cold install, the same for every pytest-xdist worker
-    (``test/conftest.py`` names it in the environment before the workers start)."""
-    folder = os.environ.get(SHARED_ENV)
-    if not folder:
-        folder = tempfile.mkdtemp(prefix="direction_up_ik_cold_")
-        os.environ[SHARED_ENV] = folder
-    return Path(folder)
+def cache_folder(root: Path) -> str:
+    """The kernels' cache folder as the copy under ``root`` sees it (its per-user cache)."""
+    probe = "import json; from direction_up_ik.core import compiled; print(json.dumps(compiled.cache_folder()))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=environment(root), capture_output=True,
+                         text=True, timeout=600)  # a hang catcher: the probe takes seconds
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def start() -> None:
-    """Make the copy and start ``python -m direction_up_ik.precompile`` there, once per test
-    run whichever worker asks first (a file lock); output and exit code go to files."""
-    shared = _shared()
-    with open(shared / "lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (shared / "pid").exists():
-            return
-        root = make(shared)
-        script = '"$0" -m direction_up_ik.precompile >"$1" 2>&1; echo $? >"$2.tmp"; mv "$2.tmp" "$2"'
-        process = subprocess.Popen(["sh", "-c", script, sys.executable, str(shared / "output.txt"),
-                                    str(shared / "exit_code")],
-                                   cwd=root, env=environment(root), start_new_session=True)
-        (shared / "pid").write_text(str(process.pid))
+def seed_user_cache(root: Path, session_cache: str) -> Path:
+    """Copy the kernels cached in ``session_cache`` (this test session's, warm) into the copy's
+    per-user cache folder, but for :data:`LEFT_TO_COMPILE`; returns that folder. The files are
+    valid there: numba keys them on the entry point's name and line and on the sources' stamp
+    (``compiled.numba_support``), which the copy shares."""
+    folder = Path(cache_folder(root))
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in Path(session_cache).iterdir():
+        if path.suffix in (".nbi", ".nbc") and not path.name.startswith(LEFT_TO_COMPILE + "-"):
+            shutil.copy2(path, folder / path.name)
+    return folder
 
 
-def precompiled(timeout: float) -> tuple:
-    """(root, exit code, output) of the background precompile, started now if it was not."""
-    start()
-    shared = _shared()
-    deadline = time.monotonic() + timeout
-    while not (shared / "exit_code").exists():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the cold install's precompile did not end within {timeout} s")
-        time.sleep(0.5)
-    return shared, int((shared / "exit_code").read_text()), (shared / "output.txt").read_text()
-
-
-def cleanup() -> None:
-    """Stop the precompile if it still runs and remove the copy (once, by the run's main process)."""
-    folder = os.environ.get(SHARED_ENV)
-    if not folder or not Path(folder).is_dir():
-        return
-    shared = Path(folder)
-    if (shared / "pid").exists() and not (shared / "exit_code").exists():
-        try:
-            os.killpg(int((shared / "pid").read_text()), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    for path in shared.rglob("*"):
+def release(root: Path) -> None:
+    """Make the copy under ``root`` writable again, so that its temporary folder can be removed."""
+    for path in root.rglob("*"):
         if not path.is_symlink():
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    shutil.rmtree(shared, ignore_errors=True)

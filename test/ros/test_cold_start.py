@@ -147,22 +147,30 @@ def test_sigint_ends_a_node_while_its_kernels_compile(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_unwritable_install_caches_the_kernels_per_user():
-    """The precompile command, run for an install whose own cache cannot be written (started at
-    collection: test/cold_install.py), compiles the kernels into the per-user cache; a fresh
-    process then finds them there (a load, not a compile), as a node of that install would."""
-    root, code, output = cold_install.precompiled(timeout=PROCESS_TIMEOUT)
-    assert code == 0, output
-    cache = root / "home" / ".cache" / "numba"
-    assert str(cache) in output, output
-    probe = ("import json; from direction_up_ik.core import compiled; "
-             "print(json.dumps([compiled.cache_folder(), compiled.cache_is_warm()]))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=cold_install.environment(root),
-                         capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
-    folder, warm = json.loads(out.stdout.strip().splitlines()[-1])
-    assert folder.startswith(str(cache)) and warm is True, out.stderr
-    again = subprocess.run([sys.executable, "-m", "direction_up_ik.precompile"], cwd=root,
-                           env=cold_install.environment(root), capture_output=True, text=True,
-                           timeout=PROCESS_TIMEOUT)
-    assert again.returncode == 0 and "kernels ready" in again.stdout, again.stderr
-    print(f"per-user cache: {output.strip()}; then: {again.stdout.strip()}")
+def test_an_unwritable_install_caches_the_kernels_per_user(tmp_path):
+    """The precompile command, run for an install whose own cache cannot be written, compiles
+    the kernels into the per-user cache; a fresh process then finds them there (a load, not a
+    compile), as a node of that install would. The copy's per-user cache starts with this
+    session's kernels but one entry point (test/cold_install.py), so that the command compiles
+    and writes that one instead of minutes of the same compile again."""
+    from direction_up_ik.core import compiled
+    root = cold_install.make(tmp_path)
+    try:
+        folder = cold_install.seed_user_cache(root, compiled.cache_folder())
+        assert str(folder).startswith(str(root / "home" / ".cache" / "numba")), folder
+        left = cold_install.LEFT_TO_COMPILE + "-"
+        assert not any(p.name.startswith(left) for p in folder.iterdir())
+        run = subprocess.run([sys.executable, "-m", "direction_up_ik.precompile"], cwd=root,
+                             env=cold_install.environment(root), capture_output=True, text=True,
+                             timeout=PROCESS_TIMEOUT)
+        assert run.returncode == 0 and str(folder) in run.stdout, run.stdout + run.stderr
+        assert any(p.name.startswith(left) and p.suffix == ".nbi" for p in folder.iterdir()), \
+            "the precompile did not write the compiled entry point into the per-user cache"
+        probe = ("import json; from direction_up_ik.core import compiled; "
+                 "print(json.dumps([compiled.cache_folder(), compiled.cache_is_warm()]))")
+        out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=cold_install.environment(root),
+                             capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == [str(folder), True], out.stderr
+    finally:
+        cold_install.release(root)
+    print(f"per-user cache: {run.stdout.strip()}")
