@@ -7,6 +7,7 @@ the srv's error codes and a message naming the field and the rule.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from typing import List, Mapping, Sequence, Tuple
@@ -21,6 +22,7 @@ from ..core.result import STOP_CONVERGED, STOP_IN_COLLISION
 from ..core.settings import rules
 from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, as_vector3
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
+from .streaming import slerp
 
 Response = SolveDirectionUpIK.Response
 
@@ -284,3 +286,42 @@ def search_options(config, overrides):
                 max_rounds=None if budget else (rounds or search.max_rounds),
                 min_successes=search.min_successes, selection=search.selection, random_seed=random_seed,
                 seeding=search.seeding)
+
+
+def approach_ends(candidate, tcp: np.ndarray, frames: Mapping[str, np.ndarray],
+                  end_effectors: Sequence[EndEffectorConfig]) -> Tuple[list, list]:
+    """Where an approach to ``candidate`` (a valid DirectionUpCandidate) starts and ends, per
+    target: (position (3,), direction (3,) or None, up (3,) or None) in the target's frame, the
+    starts from the TCPs ``tcp`` (E, 4, 4) of the start state (root frame), the ends from the
+    targets; None for an axis the target's mode leaves free. ``frames``: frame_id -> (4, 4)
+    root -> frame."""
+    by_name = {e.name: (i, e) for i, e in enumerate(end_effectors)}
+    starts, ends = [], []
+    for msg in candidate.targets:
+        i, ee = by_name[msg.end_effector]
+        pose = np.linalg.inv(frames[msg.frame_id]) @ tcp[i]
+        local_d, local_u = local_axes_of(msg, ee)
+        local_d, local_u = ((0.0, 0.0, 1.0), (0.0, 1.0, 0.0)) if local_d is None else (local_d, local_u)
+        unit = [np.asarray(v, dtype=np.float64) / np.linalg.norm(v) for v in
+                (local_d, local_u, (msg.direction.x, msg.direction.y, msg.direction.z),
+                 (msg.up.x, msg.up.y, msg.up.z))]
+        free_d, free_u = msg.mode == msg.MODE_POSITION, msg.mode != msg.MODE_FULL
+        starts.append((pose[:3, 3], None if free_d else pose[:3, :3] @ unit[0],
+                       None if free_u else pose[:3, :3] @ unit[1]))
+        ends.append((np.array((msg.position.x, msg.position.y, msg.position.z)),
+                     None if free_d else unit[2], None if free_u else unit[3]))
+    return starts, ends
+
+
+def candidate_between(candidate, starts: list, ends: list, s: float):
+    """A copy of ``candidate`` whose targets are the fraction ``s`` in [0, 1] of the way from
+    ``starts`` to ``ends`` (:func:`approach_ends`): positions on the line, directions and ups on
+    great circles."""
+    sub = copy.deepcopy(candidate)
+    for msg, (p0, d0, u0), (p1, d1, u1) in zip(sub.targets, starts, ends):
+        msg.position.x, msg.position.y, msg.position.z = (float(v) for v in (1.0 - s) * p0 + s * p1)
+        if d0 is not None:
+            msg.direction.x, msg.direction.y, msg.direction.z = (float(v) for v in slerp(d0, d1, s))
+        if u0 is not None:
+            msg.up.x, msg.up.y, msg.up.z = (float(v) for v in slerp(u0, u1, s))
+    return sub

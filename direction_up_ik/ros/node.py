@@ -25,12 +25,10 @@ logs one line naming the parameter and exits with code 1.
 from __future__ import annotations
 
 import array
-import copy
 import dataclasses
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import List, Optional
 
 import numpy as np
@@ -56,14 +54,15 @@ from ..groups import solve_position_ik
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
                      bundled_end_effector_defaults, config_from_values, default_end_effector_names,
                      end_effector_parameters, obstacle_parameters)
-from .conversions import (STOP_IN_COLLISION, RequestError, fill_response, local_axes_of, search_options,
-                          settings_with_overrides, streaming_request, targets_from_candidates, with_collisions)
+from .conversions import (STOP_IN_COLLISION, RequestError, approach_ends, candidate_between, fill_response,
+                          search_options, settings_with_overrides, streaming_request, targets_from_candidates,
+                          with_collisions)
 from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_collision_scene
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .process import run_node
 from .robot_model import check_step_limits, load_group_solvers, load_robot_model, robot_description_text
-from .streaming import CommandMemory, Jump, approach_steps, first_jump, slerp
+from .streaming import CommandMemory, StreamOutcome, approach_steps, first_jump
 
 Response = SolveDirectionUpIK.Response
 
@@ -79,32 +78,6 @@ NUMPY_BUDGET_SCALE = 20.0
 _JOINT_STATE_CODES = {"missing": Response.NO_JOINT_STATE, "unknown": Response.UNKNOWN_JOINT,
                       "invalid": Response.INVALID_REQUEST,
                       "out_of_limits": Response.JOINT_STATE_OUT_OF_LIMITS}
-
-
-@dataclass(frozen=True)
-class StreamOutcome:
-    """What a streamed solve (``DirectionUpIKNode.stream``) did.
-
-    Attributes:
-        response: the SolveDirectionUpIK response (``success``: a candidate met the tolerances).
-        start: (D,) joint state it started from (rad / m), or None when rejected before.
-        jump: the step beyond ``streaming.max_joint_step`` that held the solution, or None.
-        published: whether a command went out.
-        command: (D,) the command published, or None; a step of an approach when
-            ``approach`` < 1, else the solution of ``response``.
-        approach: fraction of the way to the target the command solves (1: the target).
-    """
-
-    response: SolveDirectionUpIK.Response
-    start: Optional[np.ndarray]
-    jump: Optional[Jump]
-    published: bool
-    command: Optional[np.ndarray] = None
-    approach: float = 1.0
-
-    @property
-    def held(self) -> bool:
-        return self.jump is not None
 
 
 def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
@@ -508,34 +481,13 @@ class DirectionUpIKNode(Node):
         Returns (q (D,), fraction of the way): the farthest sub-target also within the limits of
         ``start``, or with ``walk`` the target itself; None when there is none (not even the
         first sub-step, or with ``walk`` any sub-step breaks the way)."""
-        config = self._config
-        by_name = {e.name: (i, e) for i, e in enumerate(config.end_effectors)}
         tcp = self._robot.tcp_transforms(np.asarray(start, dtype=np.float64))
-        starts, ends = [], []
-        for msg in candidate.targets:  # valid: the direct solve succeeded
-            i, ee = by_name[msg.end_effector]
-            pose = np.linalg.inv(self._frames[msg.frame_id]) @ tcp[i]
-            local_d, local_u = local_axes_of(msg, ee)
-            local_d, local_u = ((0.0, 0.0, 1.0), (0.0, 1.0, 0.0)) if local_d is None else (local_d, local_u)
-            unit = [np.asarray(v, dtype=np.float64) / np.linalg.norm(v) for v in
-                    (local_d, local_u, (msg.direction.x, msg.direction.y, msg.direction.z),
-                     (msg.up.x, msg.up.y, msg.up.z))]
-            free_d, free_u = msg.mode == msg.MODE_POSITION, msg.mode != msg.MODE_FULL
-            starts.append((pose[:3, 3], None if free_d else pose[:3, :3] @ unit[0],
-                           None if free_u else pose[:3, :3] @ unit[1]))
-            ends.append((np.array((msg.position.x, msg.position.y, msg.position.z)),
-                         None if free_d else unit[2], None if free_u else unit[3]))
+        starts, ends = approach_ends(candidate, tcp, self._frames, self._config.end_effectors)
         steps = approach_steps(starts, ends)
         names, best, q_prev = list(self._robot.joint_names), None, start
         for k in range(1, steps + 1):
             s = k / steps
-            sub = copy.deepcopy(candidate)
-            for msg, (p0, d0, u0), (p1, d1, u1) in zip(sub.targets, starts, ends):
-                msg.position.x, msg.position.y, msg.position.z = (float(v) for v in (1.0 - s) * p0 + s * p1)
-                if d0 is not None:
-                    msg.direction.x, msg.direction.y, msg.direction.z = (float(v) for v in slerp(d0, d1, s))
-                if u0 is not None:
-                    msg.up.x, msg.up.y, msg.up.z = (float(v) for v in slerp(u0, u1, s))
+            sub = candidate_between(candidate, starts, ends, s)
             response = self.solve(streaming_request(sub, False, names, q_prev), SolveDirectionUpIK.Response())
             if not response.success:
                 break

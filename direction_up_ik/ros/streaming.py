@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -41,6 +41,32 @@ class Jump:
     joint: int
     step: float
     limit: float
+
+
+@dataclass(frozen=True)
+class StreamOutcome:
+    """What a streamed solve (``DirectionUpIKNode.stream``) did.
+
+    Attributes:
+        response: the SolveDirectionUpIK response (``success``: a candidate met the tolerances).
+        start: (D,) joint state it started from (rad / m), or None when rejected before.
+        jump: the step beyond ``streaming.max_joint_step`` that held the solution, or None.
+        published: whether a command went out.
+        command: (D,) the command published, or None; a step of an approach when
+            ``approach`` < 1, else the solution of ``response``.
+        approach: fraction of the way to the target the command solves (1: the target).
+    """
+
+    response: Any  # SolveDirectionUpIK.Response (this module imports no messages)
+    start: Optional[np.ndarray]
+    jump: Optional[Jump]
+    published: bool
+    command: Optional[np.ndarray] = None
+    approach: float = 1.0
+
+    @property
+    def held(self) -> bool:
+        return self.jump is not None
 
 
 def step_limits(max_joint_step: Sequence[float], num_joints: int) -> np.ndarray:
