@@ -15,7 +15,7 @@ venv:
 
 test: venv
 	ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$(ROS_DOMAIN_ID) \
-		$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
+		$(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 demo: venv
 	$(PYTHON) -m direction_up_ik.demo

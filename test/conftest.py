@@ -18,6 +18,12 @@ from direction_up_ik.core.backend import warm_up_backend  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """Tests marked slow (a colcon build, the driver smoke runs) first: on several workers they
+    then overlap the rest of the suite instead of running alone at its end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise as collected
+
+
 @pytest.fixture(scope="session", autouse=True)
 def compiled_kernels():
     """The compiled kernels, ready before the first test: "auto" solves with them in the test
