@@ -6,8 +6,9 @@ parameter.
 
 from __future__ import annotations
 
+import os
 import pathlib
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from ..core.errors import DirectionUpIKError
 from ..core.xacro_files import is_xacro_path
@@ -30,13 +31,15 @@ def load_robot_model(config: NodeConfig, description: Optional[str] = None):
     from ..core.rotations import make_transform, rpy_to_matrix
 
     source, parameter = robot_source(config, description)
+    if parameter == "urdf_path" and is_xacro_path(source):
+        source = robot_description_text(config)  # expanded once for the model, scene and groups
     root = config.root_link or (bundled_robot(config.robot).root_link
                                if parameter == "robot" else None)
     try:
         model = RobotKinematics.from_urdf(
             source, [e.link for e in config.end_effectors],
             [make_transform(rpy_to_matrix(e.tcp_rpy), e.tcp_xyz) for e in config.end_effectors],
-            root_link=root, xacro_args=config.xacro_args if parameter == "urdf_path" else None)
+            root_link=root)
     except RobotModelError as exc:
         text, culprit = str(exc), parameter
         for i, e in enumerate(config.end_effectors):
@@ -76,12 +79,7 @@ def robot_description_text(config: NodeConfig, description: Optional[str] = None
     if config.robot_description:
         return config.robot_description
     if is_xacro_path(config.urdf_path):
-        from ..core.errors import RobotModelError
-        from ..core.xacro_files import xacro_to_urdf
-        try:
-            return xacro_to_urdf(config.urdf_path, config.xacro_args)
-        except RobotModelError as exc:
-            raise ConfigError("urdf_path", str(exc)) from None
+        return _expanded_xacro(config.urdf_path, tuple(config.xacro_args))
     path = config.urdf_path or str(bundled_robot(config.robot).urdf_path())
     try:
         with open(path, encoding="utf-8") as handle:
@@ -135,3 +133,31 @@ def load_group_solvers(config: NodeConfig, description: Optional[str] = None):
                           else "moveit.srdf_path", str(exc)) from None
     except DirectionUpIKError as exc:
         raise ConfigError("moveit.kinematics_yaml", str(exc)) from None
+
+
+_EXPANDED: Dict[tuple, str] = {}  # (path, args, size, mtime) -> URDF text: one expansion per file state
+
+
+def _expanded_xacro(path: str, args: Tuple[str, ...]) -> str:
+    """The URDF text of the xacro file ``path`` with ``args``, expanded once while the file is
+    unchanged (the model, the collision scene and the MoveIt groups all read it at start-up).
+
+    Raises:
+        ConfigError: urdf_path, naming the file and xacro's message.
+    """
+    from ..core.errors import RobotModelError
+    from ..core.xacro_files import xacro_to_urdf
+    try:
+        stat = os.stat(path)
+        key = (os.path.abspath(path), args, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        key = None  # xacro reports the missing file in its own words
+    if key in _EXPANDED:
+        return _EXPANDED[key]
+    try:
+        text = xacro_to_urdf(path, args)
+    except RobotModelError as exc:
+        raise ConfigError("urdf_path", str(exc)) from None
+    if key is not None:
+        _EXPANDED[key] = text
+    return text

@@ -160,6 +160,21 @@ def test_a_xacro_urdf_path_with_arguments(ros, tmp_path, monkeypatch):
     assert response.error_code == Response.SUCCESS, response.message
 
 
+def test_a_xacro_urdf_path_is_expanded_once_for_model_and_collision_scene(ros, tmp_path, monkeypatch):
+    """The model and the collision scene read the same expansion (xacro is slow on big robots)."""
+    import xacro
+    path, prefix = write_xacro_robot(tmp_path)
+    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join([str(prefix), os.environ.get("AMENT_PREFIX_PATH", "")]))
+    calls = []
+    expand = xacro.process_file
+    monkeypatch.setattr(xacro, "process_file", lambda *a, **k: calls.append(a) or expand(*a, **k))
+    node = ros.start_node("panda_like", from_yaml=False, params={
+        "urdf_path": str(path), "xacro_args": ["dof:=4", "prefix:=cell_"], "end_effectors": ["tool"],
+        "end_effector.tool.link": "cell_tool", "collision.enabled": True})
+    assert node.node._scene is not None  # built from the URDF text too
+    assert len(calls) == 1, calls
+
+
 @pytest.fixture(scope="module")
 def bad_xacro_runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bad_xacro")
