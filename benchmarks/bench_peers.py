@@ -2,12 +2,22 @@
 
     .venv/bin/python benchmarks/bench_peers.py [--targets 1000] [--robots panda_like ur5_like]
         [--seed N] [--json out.json] [--plot out.png] [--smoke]
+        [--targets-set {random,near-limits,far-reach} ...] [--precision TOL]
 
 Per robot: N reproducible random reachable FULL-pose targets (TCP poses from the
 project's FK of random in-limit configurations; continuous joints in [-pi, pi]),
 solved twice, once from the mid-range of the joint limits and once from one
 random in-limit start state. Within one run every solver gets the same targets
 and the same start state; all solvers run in this one process.
+
+``--targets-set`` names the target sets, each run as cells of their own (the same
+start states): ``random`` (the default, as above), ``near-limits`` (joints within 5 %
+of their range from a limit: :func:`near_limit_states`) and ``far-reach`` (every TCP at
+95 % of its arm's reach or more: :func:`far_reach_states`, the reach by
+:func:`arm_reach`). ``--precision TOL`` sets the project's ``position_tol`` and
+``frame_tol_rad`` and the judge's tolerances to TOL (m and rad; the peers keep their
+own settings and are judged at TOL too) and times the search against itself at the
+spec's tolerances (:func:`precision_timing`).
 
 Solvers (inputs are prepared before timing; ``time.perf_counter`` around each call):
 
@@ -106,11 +116,112 @@ class Skip(Exception):
 
 
 # ----------------------------------------------------------------------------- problem
+#: The target sets (``--targets-set``): FK poses of joint states drawn by :func:`sample_in_limits`,
+#: :func:`near_limit_states` or :func:`far_reach_states`.
+TARGET_SETS = ("random", "near-limits", "far-reach")
+#: near-limits: joints lie within this fraction of their range from one of their limits ...
+NEAR_LIMIT_BAND = 0.05
+#: ... each bounded joint with this probability (at least one per state).
+NEAR_LIMIT_PROBABILITY = 0.5
+#: far-reach: every TCP at least this fraction of its arm's reach (:func:`arm_reach`) from its arm's base.
+FAR_REACH_FRACTION = 0.95
+#: Uniform in-limit states whose largest arm-base -> TCP distance defines an arm's reach; far-reach
+#: states are drawn in batches of this many.
+REACH_SAMPLES = 100_000
+#: far-reach: batches drawn at most before giving up (a robot whose far states are too rare).
+REACH_MAX_BATCHES = 50
+
+
 def sample_in_limits(lower: np.ndarray, upper: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
     """(n, D) uniform in the limits; unbounded (continuous) joints uniform in [-pi, pi]."""
     lo = np.where(np.isfinite(lower), lower, -np.pi)
     hi = np.where(np.isfinite(upper), upper, np.pi)
     return rng.uniform(lo, hi, size=(n, len(lo)))
+
+
+def near_limit_states(lower: np.ndarray, upper: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, D) states with joints near their limits: each state uniform in the limits
+    (:func:`sample_in_limits`); then each joint with both limits finite, independently with
+    probability NEAR_LIMIT_PROBABILITY, drawn again uniformly within NEAR_LIMIT_BAND of its
+    range (hi - lo) from its lower or its upper limit (either with probability 1/2); a state
+    left with no such joint gets one, chosen uniformly. Every state has at least one joint in
+    a band; of uniform states, half the panda's do already (seven joints, 10 % of each range)."""
+    q = sample_in_limits(lower, upper, rng, n)
+    bounded = np.flatnonzero(np.isfinite(lower) & np.isfinite(upper))
+    pick = rng.random((n, len(bounded))) < NEAR_LIMIT_PROBABILITY
+    pick[np.arange(n), rng.integers(0, len(bounded), size=n)] |= ~pick.any(axis=1)
+    lo, hi = lower[bounded], upper[bounded]
+    depth = rng.uniform(0.0, NEAR_LIMIT_BAND, size=pick.shape) * (hi - lo)
+    near = np.where(rng.random(pick.shape) < 0.5, lo + depth, hi - depth)
+    q[:, bounded] = np.where(pick, near, q[:, bounded])
+    return q
+
+
+def arm_bases(problem: "Problem") -> List[tuple]:
+    """Per end effector (parent link, (3,) origin in that link, metres, columns of its arm's
+    joints): the first movable joint of the TCP's chain that no other TCP's chain holds (the
+    arm's first joint; for a one-arm robot the chain's first joint) and the joint coordinates
+    from it on. The joint's origin is the arm's base point; it does not move with the arm's
+    own joints, so an arm's base -> TCP distance depends on those columns alone."""
+    names = list(problem.robot.joint_names)
+    chains = [[j for j in problem.chain_joints(e) if j.type != "fixed"]
+              for e in range(problem.robot.num_end_effectors)]
+    out = []
+    for e, chain in enumerate(chains):
+        shared = {j.name for k, other in enumerate(chains) if k != e for j in other}
+        arm = [j for j in chain if j.name not in shared]
+        if any(j.mimic is not None for j in arm):
+            raise RuntimeError(f"{problem.name}: a mimic joint on an arm (not handled by the far-reach set)")
+        out.append((arm[0].parent, np.array(arm[0].origin_xyz), [names.index(j.name) for j in arm]))
+    return out
+
+
+def arm_base_distances(problem: "Problem", q: np.ndarray) -> np.ndarray:
+    """(N, E) metres: each TCP's distance from its arm's base point (:func:`arm_bases`) at the
+    states q (N, D)."""
+    bases = arm_bases(problem)
+    links = problem.robot.link_transforms(q, [link for link, _, _ in bases])
+    tcp = problem.robot.tcp_transforms(q)[..., :3, 3]
+    out = np.empty(tcp.shape[:2])
+    for e, (_, origin, _) in enumerate(bases):
+        base = links[:, e, :3, :3] @ origin + links[:, e, :3, 3]
+        out[:, e] = np.linalg.norm(tcp[:, e] - base, axis=-1)
+    return out
+
+
+def arm_reach(problem: "Problem", rng: np.random.Generator) -> np.ndarray:
+    """(E,) metres: each arm's reach, defined as the largest base -> TCP distance
+    (:func:`arm_base_distances`) over REACH_SAMPLES uniform in-limit states."""
+    lo, hi = problem.robot.lower_limits, problem.robot.upper_limits
+    return arm_base_distances(problem, sample_in_limits(lo, hi, rng, REACH_SAMPLES)).max(axis=0)
+
+
+def far_reach_states(problem: "Problem", rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, D) states with every TCP at least FAR_REACH_FRACTION of its arm's reach
+    (:func:`arm_reach`) from its arm's base: uniform in-limit states drawn in batches of
+    REACH_SAMPLES, per end effector the first n whose distance qualifies; each arm's joint
+    columns come from its own qualifying states, the joints no arm holds alone (a torso)
+    stay uniform. For a one-arm robot: rejection sampling of uniform states."""
+    lo, hi = problem.robot.lower_limits, problem.robot.upper_limits
+    reach = arm_reach(problem, rng)
+    bases = arm_bases(problem)
+    pools = [[] for _ in bases]
+    for _ in range(REACH_MAX_BATCHES):
+        if all(sum(map(len, pool)) >= n for pool in pools):
+            break
+        q = sample_in_limits(lo, hi, rng, REACH_SAMPLES)
+        far = arm_base_distances(problem, q) >= FAR_REACH_FRACTION * reach
+        for e, pool in enumerate(pools):
+            pool.append(q[far[:, e]])
+    out = sample_in_limits(lo, hi, rng, n)
+    for (_, _, columns), pool in zip(bases, pools):
+        states = np.concatenate(pool)
+        if len(states) < n:
+            raise RuntimeError(f"{problem.name}: fewer than {n} far-reach states in "
+                               f"{REACH_MAX_BATCHES * REACH_SAMPLES} draws")
+        out[:, columns] = states[:n][:, columns]
+    problem.reach = reach
+    return out
 
 
 class Problem:
@@ -119,13 +230,28 @@ class Problem:
     Attributes:
         name, robot (the project's model), spec (its bundled description),
         urdf_path, tcp_xforms (E, 4, 4) link -> TCP, ee_links (E,),
+        target_set: one of TARGET_SETS,
         q_targets (N, D) the configurations the targets come from,
         targets (N, E, 4, 4) TCP poses, candidates: the project's target tuples,
-        starts: {"mid_range": (D,), "random": (D,)}, rng_seed.
+        starts: {"mid_range": (D,), "random": (D,)}, rng_seed,
+        reach: (E,) metres, each arm's reach (:func:`arm_reach`; far-reach set only, else None),
+        tolerances: the project's position_tol / frame_tol_rad keywords ({}: the spec's),
+        position_tol, axis_tol: the judge's (metres, radians).
+
+    The start states and the random set do not depend on ``target_set``: the near-limits and
+    far-reach targets come from a generator of their own.
     """
 
-    def __init__(self, name: str, n: int, seed: int) -> None:
+    def __init__(self, name: str, n: int, seed: int, target_set: str = "random",
+                 precision: Optional[float] = None) -> None:
+        if target_set not in TARGET_SETS:
+            raise ValueError(f"target_set must be one of {list(TARGET_SETS)}, got {target_set!r}")
         self.name = name
+        self.target_set = target_set
+        self.reach = None
+        self.tolerances = {} if precision is None else dict(position_tol=precision, frame_tol_rad=precision)
+        self.position_tol = POSITION_TOL if precision is None else precision
+        self.axis_tol = AXIS_TOL if precision is None else precision
         self.spec = bundled_robot(name)
         self.robot = load_robot(name)
         self.urdf_path = str(self.spec.urdf_path())
@@ -139,8 +265,15 @@ class Problem:
         self.targets = np.asarray(self.robot.tcp_transforms(self.q_targets), dtype=np.float64)
         self.starts = {"mid_range": mid_range(self.robot),
                        "random": sample_in_limits(lo, hi, rng, 1)[0]}
-        self.candidates = full_pose_candidates(self.targets)
         self.warmup_candidates = full_pose_candidates(self.robot.tcp_transforms(sample_in_limits(lo, hi, rng, 2)))
+        if target_set != "random":
+            hard = np.random.default_rng(self.rng_seed + [zlib.crc32(target_set.encode())])
+            if target_set == "near-limits":
+                self.q_targets = near_limit_states(lo, hi, hard, n)
+            else:
+                self.q_targets = far_reach_states(self, hard, n)
+            self.targets = np.asarray(self.robot.tcp_transforms(self.q_targets), dtype=np.float64)
+        self.candidates = full_pose_candidates(self.targets)
 
     @property
     def n(self) -> int:
@@ -179,7 +312,8 @@ class Judge:
     ``evaluate(q)`` takes (N, D) joint states in the project's coordinate order
     (``robot.joint_names``; mapped to Pinocchio's joints by name, continuous
     joints as cos/sin) and returns per target the worst position error over the
-    TCPs (m), the worst z- and y-axis angles (rad), the limit check and success.
+    TCPs (m), the worst z- and y-axis angles (rad), the limit check and success
+    (the problem's ``position_tol`` and ``axis_tol``).
     """
 
     def __init__(self, problem: Problem) -> None:
@@ -217,6 +351,7 @@ class Judge:
             self.frame_ids.append(self.model.addFrame(tcp_frame))
         self.data = self.model.createData()
         self.targets = problem.targets
+        self.position_tol, self.axis_tol = problem.position_tol, problem.axis_tol
 
     def pin_configuration(self, q: np.ndarray) -> np.ndarray:
         out = np.zeros(self.model.nq)
@@ -251,7 +386,7 @@ class Judge:
             in_limits = np.all((q >= self.lower_limits - LIMIT_SLACK) & (q <= self.upper_limits + LIMIT_SLACK),
                                axis=1) & finite
         pos_w, z_w, y_w = pos.max(axis=1), z_err.max(axis=1), y_err.max(axis=1)
-        success = (pos_w < POSITION_TOL) & (z_w < AXIS_TOL) & (y_w < AXIS_TOL) & in_limits
+        success = (pos_w < self.position_tol) & (z_w < self.axis_tol) & (y_w < self.axis_tol) & in_limits
         return {"position_error": pos_w, "z_error": z_w, "y_error": y_w, "in_limits": in_limits,
                 "success": success}
 
@@ -306,12 +441,13 @@ class SpecSingle(Solver):
         robot = problem.robot
         _set_start(robot, q_start)
         solve = robo_solve_ik_direction_up_multi_batch
-        solve(robot, problem.warmup_candidates[:1], max_position_error=MAX_POSITION_ERROR)
+        kw = dict(max_position_error=MAX_POSITION_ERROR, **problem.tolerances)
+        solve(robot, problem.warmup_candidates[:1], **kw)
         q = np.zeros((problem.n, problem.num_dofs))
         seconds, own = np.zeros(problem.n), np.zeros(problem.n, dtype=bool)
         for i, cand in enumerate(problem.candidates):
             t0 = time.perf_counter()
-            r = solve(robot, (cand,), max_position_error=MAX_POSITION_ERROR)
+            r = solve(robot, (cand,), **kw)
             seconds[i] = time.perf_counter() - t0
             q[i], own[i] = r.joint_q[0], bool(r.success[0])
         return Outcome(q, seconds, own)
@@ -322,13 +458,18 @@ class SearchSingle(Solver):
     description = (f"robo_search_ik_direction_up(num_seeds={NUM_SEEDS}, time_budget={TIME_BUDGET}), "
                    f"max_position_error=0.03, one target per call")
 
+    def tolerances(self, problem) -> dict:
+        """The position_tol / frame_tol_rad keywords of its calls: the problem's."""
+        return problem.tolerances
+
     def call_one(self, problem, q_start):
         robot = problem.robot
         _set_start(robot, q_start)
+        kw = dict(max_position_error=MAX_POSITION_ERROR, num_seeds=NUM_SEEDS, time_budget=TIME_BUDGET,
+                  **self.tolerances(problem))
 
         def search(cands):
-            return robo_search_ik_direction_up(robot, cands, max_position_error=MAX_POSITION_ERROR,
-                                               num_seeds=NUM_SEEDS, time_budget=TIME_BUDGET)
+            return robo_search_ik_direction_up(robot, cands, **kw)
         search(problem.warmup_candidates[:1])
         warm_up_search(robot, problem.warmup_candidates[:1])  # the seed library (once)
         return lambda i: search((problem.candidates[i],))
@@ -366,10 +507,10 @@ class BatchedSpec(Solver):
     def run(self, problem, q_start, rng):
         robot = problem.robot
         _set_start(robot, q_start)
-        robo_solve_ik_direction_up_multi_batch(robot, problem.warmup_candidates,
-                                               max_position_error=MAX_POSITION_ERROR)
+        kw = dict(max_position_error=MAX_POSITION_ERROR, **problem.tolerances)
+        robo_solve_ik_direction_up_multi_batch(robot, problem.warmup_candidates, **kw)
         r, total = _median_of_calls(lambda: robo_solve_ik_direction_up_multi_batch(
-            robot, problem.candidates, max_position_error=MAX_POSITION_ERROR))
+            robot, problem.candidates, **kw))
         return Outcome(r.joint_q.astype(np.float64), np.full(problem.n, total / problem.n), r.success,
                        batched=True, total_s=total)
 
@@ -379,21 +520,41 @@ class BatchedSearch(Solver):
     description = (f"all N targets in one robo_search_ik_direction_up(num_seeds={BATCH_NUM_SEEDS}, "
                    f"max_rounds={BATCH_MAX_ROUNDS}) call; time = total / N")
 
+    def tolerances(self, problem) -> dict:
+        """The position_tol / frame_tol_rad keywords of its calls: the problem's."""
+        return problem.tolerances
+
     def call_all(self, problem, q_start):
         """A zero-argument function making the batched call (set-up and warm-up done)."""
         robot = problem.robot
         _set_start(robot, q_start)
-        robo_search_ik_direction_up(robot, problem.warmup_candidates, max_position_error=MAX_POSITION_ERROR,
-                                    num_seeds=BATCH_NUM_SEEDS, max_rounds=BATCH_MAX_ROUNDS)
+        kw = dict(max_position_error=MAX_POSITION_ERROR, num_seeds=BATCH_NUM_SEEDS, max_rounds=BATCH_MAX_ROUNDS,
+                  **self.tolerances(problem))
+        robo_search_ik_direction_up(robot, problem.warmup_candidates, **kw)
         warm_up_search(robot, problem.warmup_candidates)
-        return lambda: robo_search_ik_direction_up(
-            robot, problem.candidates, max_position_error=MAX_POSITION_ERROR, num_seeds=BATCH_NUM_SEEDS,
-            max_rounds=BATCH_MAX_ROUNDS)
+        return lambda: robo_search_ik_direction_up(robot, problem.candidates, **kw)
 
     def run(self, problem, q_start, rng):
         r, total = _median_of_calls(self.call_all(problem, q_start))
         return Outcome(r.result.joint_q.astype(np.float64), np.full(problem.n, total / problem.n),
                        r.result.success, batched=True, total_s=total)
+
+
+class SearchSpecTolerance(SearchSingle):
+    """The search one target per call at the spec's tolerances whatever ``--precision`` says:
+    the reference of the precision ratio (:func:`precision_timing`), not a row of the table."""
+    key, label = "multi_seed_search_spec_tol", "project multi-seed search, spec tolerances"
+
+    def tolerances(self, problem):
+        return {}
+
+
+class BatchedSearchSpecTolerance(BatchedSearch):
+    """The batched search at the spec's tolerances (:func:`precision_timing`)."""
+    key, label = "batched_search_spec_tol", "project batched search, spec tolerances"
+
+    def tolerances(self, problem):
+        return {}
 
 
 # --- KDL ----------------------------------------------------------------------
@@ -772,9 +933,47 @@ def paired_batch_timing(batched: Solver, peer: Solver, problem: Problem, q_start
             "peer_median_s": float(np.median(np.median(peer_s, axis=0)))}
 
 
-def run_robot(name: str, n: int, seed: int, solver_classes, log=print) -> List[Dict]:
-    """Both starts for one robot; returns one dict per start with a row per solver."""
-    problem = Problem(name, n, seed)
+#: Alternations of the batched calls in :func:`precision_timing` (one call at each tolerance).
+PRECISION_BATCH_SWEEPS = 7
+
+
+def precision_timing(problem: Problem, q_start: np.ndarray, sweeps: int = PAIRED_SWEEPS,
+                     batch_sweeps: int = PRECISION_BATCH_SWEEPS) -> Dict[str, float]:
+    """The search at the problem's tolerances (``--precision``) against the same search at the
+    spec's, timed side by side: one target per call as :func:`paired_timing` does, and the
+    batched call (``batch_sweeps`` alternations of one call each, which goes first
+    alternating; wall and process CPU time, the median call per target).
+    Returns {"median_ms", "p95_ms", "spec_median_ms", "spec_p95_ms", "batch_us", "batch_cpu_us",
+    "spec_batch_us", "spec_batch_cpu_us"}."""
+    single = paired_timing([SearchSingle(), SearchSpecTolerance()], problem, q_start, sweeps)
+    calls = {"tol": BatchedSearch().call_all(problem, q_start),
+             "spec": BatchedSearchSpecTolerance().call_all(problem, q_start)}
+    wall, cpu = {k: [] for k in calls}, {k: [] for k in calls}
+    for sweep in range(batch_sweeps):
+        for key in (("tol", "spec") if sweep % 2 == 0 else ("spec", "tol")):
+            t0, c0 = time.perf_counter(), time.process_time()
+            calls[key]()
+            wall[key].append(time.perf_counter() - t0)
+            cpu[key].append(time.process_time() - c0)
+    tol, spec = single[SearchSingle.key], single[SearchSpecTolerance.key]
+    per_target = 1e6 / problem.n
+    return {"median_ms": float(np.median(tol) * 1e3), "p95_ms": float(np.percentile(tol, 95) * 1e3),
+            "spec_median_ms": float(np.median(spec) * 1e3), "spec_p95_ms": float(np.percentile(spec, 95) * 1e3),
+            "batch_us": float(np.median(wall["tol"]) * per_target),
+            "batch_cpu_us": float(np.median(cpu["tol"]) * per_target),
+            "spec_batch_us": float(np.median(wall["spec"]) * per_target),
+            "spec_batch_cpu_us": float(np.median(cpu["spec"]) * per_target)}
+
+
+def run_robot(name: str, n: int, seed: int, solver_classes, log=print, target_set: str = "random",
+              precision: Optional[float] = None) -> List[Dict]:
+    """Both starts for one robot and target set; returns one dict per start with a row per
+    solver. ``precision``: the project's tolerances and the judge's (m and rad; None = the
+    spec's and the judge's defaults), with :func:`precision_timing` against the spec's."""
+    problem = Problem(name, n, seed, target_set, precision)
+    if problem.reach is not None:
+        log(f"  {name}: reach {', '.join(f'{r:.4f}' for r in problem.reach)} m; far-reach targets at "
+            f">= {FAR_REACH_FRACTION:g} x")
     judge = Judge(problem)
     # Sanity: the judge agrees with the target poses at the configurations they come from.
     check = judge.evaluate(problem.q_targets[: min(20, n)])
@@ -793,6 +992,7 @@ def run_robot(name: str, n: int, seed: int, solver_classes, log=print) -> List[D
     runs = []
     for s, start in enumerate(STARTS):
         q_start = problem.starts[start]
+        cell = f"{name} / {start}" + ("" if target_set == "random" else f" / {target_set}")
         rows = []
         for solver in solvers:
             rng = np.random.default_rng(problem.rng_seed + [s, zlib.crc32(solver.key.encode())])
@@ -801,7 +1001,7 @@ def run_robot(name: str, n: int, seed: int, solver_classes, log=print) -> List[D
             wall = time.perf_counter() - t0
             row = figures(solver, outcome, judge.evaluate(outcome.q))
             rows.append(row)
-            log(f"  {name} / {start}: {solver.label}: {100 * row['success_rate']:.1f}% "
+            log(f"  {cell}: {solver.label}: {100 * row['success_rate']:.1f}% "
                 f"median {row['median_ms']:.3f} ms ({wall:.1f} s)", flush=True)
         pair = [solver for key in PAIRED for solver in solvers if solver.key == key]
         paired = None
@@ -810,7 +1010,7 @@ def run_robot(name: str, n: int, seed: int, solver_classes, log=print) -> List[D
             times = paired_timing(pair, problem, q_start)
             paired = {"sweeps": PAIRED_SWEEPS, "median_ms": {k: float(np.median(v) * 1e3) for k, v in times.items()},
                       "p95_ms": {k: float(np.percentile(v, 95) * 1e3) for k, v in times.items()}}
-            log(f"  {name} / {start}: paired timing ({PAIRED_SWEEPS} sweeps): " + ", ".join(
+            log(f"  {cell}: paired timing ({PAIRED_SWEEPS} sweeps): " + ", ".join(
                 f"{k} median {m:.3f} ms" for k, m in paired["median_ms"].items())
                 + f" ({time.perf_counter() - t0:.1f} s)", flush=True)
         pair = [solver for key in PAIRED_BATCH for solver in solvers if solver.key == key]
@@ -820,14 +1020,24 @@ def run_robot(name: str, n: int, seed: int, solver_classes, log=print) -> List[D
             figures_s = paired_batch_timing(pair[0], pair[1], problem, q_start)
             paired_batch = {"sweeps": PAIRED_BATCH_SWEEPS, "batch_per_target_ms": figures_s["batch_per_target_s"] * 1e3,
                             "peer_median_ms": figures_s["peer_median_s"] * 1e3}
-            log(f"  {name} / {start}: paired batch timing ({PAIRED_BATCH_SWEEPS} sweeps): batched "
+            log(f"  {cell}: paired batch timing ({PAIRED_BATCH_SWEEPS} sweeps): batched "
                 f"{paired_batch['batch_per_target_ms']:.4f} ms per target, {pair[1].label} median "
                 f"{paired_batch['peer_median_ms']:.3f} ms ({time.perf_counter() - t0:.1f} s)", flush=True)
-        runs.append({"robot": name, "start": start, "start_q": q_start.tolist(),
+        precise = None
+        if problem.tolerances and any(solver.key == SearchSingle.key for solver in solvers):
+            t0 = time.perf_counter()
+            precise = precision_timing(problem, q_start)
+            log(f"  {cell}: precision {precision:g} against the spec's tolerances, paired: search "
+                f"median {precise['median_ms']:.3f} / {precise['spec_median_ms']:.3f} ms, batched "
+                f"{precise['batch_us']:.1f} / {precise['spec_batch_us']:.1f} us per target "
+                f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        runs.append({"robot": name, "start": start, "target_set": target_set, "start_q": q_start.tolist(),
                      "dofs": problem.num_dofs, "end_effectors": problem.robot.num_end_effectors,
                      "targets": n, "seed": seed, "rng_seed": problem.rng_seed,
                      "targets_sha256": problem.targets_sha256(), "solvers": rows + skipped,
-                     "paired": paired, "paired_batch": paired_batch})
+                     "paired": paired, "paired_batch": paired_batch,
+                     "reach_m": None if problem.reach is None else problem.reach.tolist(),
+                     "precision": precision, "precision_timing": precise})
     return runs
 
 
@@ -871,6 +1081,10 @@ GOAL_SEARCH_MEDIAN_RATIO = 3.0   # x rtb ik_LM's median
 GOAL_SEARCH_P95_MS = 5.0
 GOAL_BATCH_RATIO = 0.3           # batched time per target, x rtb ik_LM's median
 REFERENCE_PEER = "rtb_ik_lm"
+#: Precision goals (issue 27, ``--precision``): the search's success judged at the precision,
+#: and its median against the same search at the spec's tolerances (paired).
+GOAL_PRECISION_SUCCESS = 0.999
+GOAL_PRECISION_MEDIAN_RATIO = 1.5
 
 
 def goals(run: Dict) -> List[Dict]:
@@ -910,6 +1124,22 @@ def goals(run: Dict) -> List[Dict]:
                 add("search median / ik_LM median", f"{ratio:.2f} x ({search['median_ms']:.3f} / "
                     f"{ref['median_ms']:.3f} ms)", f"<= {GOAL_SEARCH_MEDIAN_RATIO:g} x",
                     ratio <= GOAL_SEARCH_MEDIAN_RATIO)
+    precise = run.get("precision_timing")
+    if precise and search is not None:
+        tol = f"{run['precision']:g}"
+        add(f"search success at {tol} m / rad", f"{100 * search['success_rate']:.1f} %",
+            f">= {100 * GOAL_PRECISION_SUCCESS:.1f} %", search["success_rate"] >= GOAL_PRECISION_SUCCESS)
+        ratio = precise["median_ms"] / precise["spec_median_ms"]
+        add(f"search median at {tol} / at the spec's tolerances",
+            f"{ratio:.2f} x ({precise['median_ms']:.3f} / {precise['spec_median_ms']:.3f} ms, paired)",
+            f"<= {GOAL_PRECISION_MEDIAN_RATIO:g} x", ratio <= GOAL_PRECISION_MEDIAN_RATIO)
+        batched = rows.get("batched_search")
+        if batched is not None:
+            add(f"batched search at {tol} / at the spec's tolerances",
+                f"{precise['batch_us'] / precise['spec_batch_us']:.2f} x wall, "
+                f"{precise['batch_cpu_us'] / precise['spec_batch_cpu_us']:.2f} x CPU "
+                f"({precise['batch_us']:.1f} / {precise['spec_batch_us']:.1f} us; "
+                f"{100 * batched['success_rate']:.1f} % success)", "(figure)", None)
     for key in ("batched_spec", "batched_search"):
         batch = rows.get(key)
         if batch is not None and ref is not None:
@@ -928,8 +1158,15 @@ def goals(run: Dict) -> List[Dict]:
     return out
 
 
+def cell_name(run: Dict) -> str:
+    """"robot / start", with the target set unless it is the random one."""
+    name = f"{run['robot']} / {run['start']}"
+    target_set = run.get("target_set", "random")
+    return name if target_set == "random" else f"{name} / {target_set}"
+
+
 def format_goals(run: Dict) -> str:
-    lines = [f"goals, {run['robot']} / {run['start']}:"]
+    lines = [f"goals, {cell_name(run)}:"]
     for g in run.get("goals", []):
         verdict = {True: "met", False: "NOT met", None: "n/a"}[g["met"]]
         lines.append(f"  {g['goal']:<52} {g['value']:<44} {g['target']:<12} {verdict}")
@@ -939,8 +1176,11 @@ def format_goals(run: Dict) -> str:
 def format_table(run: Dict) -> str:
     head = (f"{'solver':<32}{'success':>9}{'median ms':>11}{'p95 ms':>10}{'pos err mm':>12}"
             f"{'ang err deg':>13}{'flag ok, judge no':>19}")
-    lines = [f"{run['robot']} ({run['dofs']} DOF, {run['end_effectors']} TCP), start = {run['start']}, "
-             f"N = {run['targets']}", head, "-" * len(head)]
+    title = (f"{run['robot']} ({run['dofs']} DOF, {run['end_effectors']} TCP), start = {run['start']}, "
+             f"targets = {run.get('target_set', 'random')}, N = {run['targets']}")
+    if run.get("precision") is not None:
+        title += f", precision {run['precision']:g} m / rad"
+    lines = [title, head, "-" * len(head)]
     for r in run["solvers"]:
         if r["status"] != "ok":
             lines.append(f"{r['label']:<32}  skipped: {r['reason']}")
@@ -958,13 +1198,13 @@ def plot(runs: List[Dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     robots = list(dict.fromkeys(r["robot"] for r in runs))
-    starts = list(dict.fromkeys(r["start"] for r in runs))
+    starts = list(dict.fromkeys((r.get("target_set", "random"), r["start"]) for r in runs))
     fig, axes = plt.subplots(len(starts), len(robots), figsize=(6.2 * len(robots), 4.8 * len(starts)),
                              squeeze=False)
     keys = list(dict.fromkeys(s["key"] for r in runs for s in r["solvers"]))
     colours = {k: plt.cm.tab10(i % 10) for i, k in enumerate(keys)}
     for run in runs:
-        ax = axes[starts.index(run["start"]), robots.index(run["robot"])]
+        ax = axes[starts.index((run.get("target_set", "random"), run["start"])), robots.index(run["robot"])]
         shown = [s for s in run["solvers"] if s["status"] == "ok"]
         xs = [max(s["median_ms"], 1e-4) for s in shown]
         placed = []  # (log10 x, label y in points) of the labels drawn so far
@@ -986,8 +1226,11 @@ def plot(runs: List[Dict], path: str) -> None:
         ax.set_ylabel("success [%] (Pinocchio judge)")
         ax.set_ylim(-3, 105)
         ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(f"{run['robot']}: start {run['start']}, N={run['targets']}", fontsize=10)
-    fig.suptitle("Direction-Up IK vs peers: success (1 mm, 0.01 rad, in limits) vs median time; "
+        ax.set_title(f"{run['robot']}: start {run['start']}, {run.get('target_set', 'random')} targets, "
+                     f"N={run['targets']}", fontsize=10)
+    precision = runs[0].get("precision") if runs else None
+    judged = "1 mm, 0.01 rad" if precision is None else f"{precision:g} m, {precision:g} rad"
+    fig.suptitle(f"Direction-Up IK vs peers: success ({judged}, in limits) vs median time; "
                  "squares = this project", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -1004,7 +1247,17 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", help="write the success-vs-time plot to this PNG file")
     parser.add_argument("--smoke", action="store_true",
                         help="CI smoke run: 20 targets on panda_like, the project's solvers only")
+    parser.add_argument("--targets-set", nargs="+", choices=TARGET_SETS, default=["random"],
+                        help="target sets, each run as its own cells: random (uniform in-limit states), "
+                             "near-limits (a joint within 5 %% of its range from a limit), far-reach (every "
+                             "TCP at >= 95 %% of its arm's reach); default random")
+    parser.add_argument("--precision", type=float, default=None, metavar="TOL",
+                        help="the project's position_tol and frame_tol_rad and the judge's tolerances "
+                             "(m and rad, e.g. 1e-5), and the search timed against itself at the spec's "
+                             "tolerances (paired); default: the spec's tolerances, judged at 1 mm / 0.01 rad")
     args = parser.parse_args(argv)
+    if args.precision is not None and not (np.isfinite(args.precision) and args.precision > 0):
+        parser.error(f"--precision must be a finite positive number, got {args.precision}")
     if args.smoke:
         args.targets = 20 if args.targets == parser.get_default("targets") else args.targets
         args.robots = args.robots or ["panda_like"]
@@ -1021,9 +1274,13 @@ def main(argv=None) -> int:
             parser.error(str(exc.args[0]))
     started = time.perf_counter()
     env = environment(classes)
-    print(f"direction_up_ik peer benchmark: {args.targets} random reachable full-pose targets per robot, "
+    print(f"direction_up_ik peer benchmark: {args.targets} reachable full-pose targets per robot and target set, "
           f"seed {args.seed}, starts: mid-range and one random in-limit state")
-    print(f"judge: Pinocchio FK, position < {POSITION_TOL * 1e3:g} mm, TCP z and y axes < {AXIS_TOL:g} rad, "
+    position_tol = POSITION_TOL if args.precision is None else args.precision
+    axis_tol = AXIS_TOL if args.precision is None else args.precision
+    print(f"target sets: {', '.join(args.targets_set)}" + (
+        "" if args.precision is None else f"; the project's tolerances {args.precision:g} m and rad"))
+    print(f"judge: Pinocchio FK, position < {position_tol * 1e3:g} mm, TCP z and y axes < {axis_tol:g} rad, "
           f"joints within URDF limits")
     print(f"python {env['python']}, numpy {env['numpy']}, pinocchio {env.get('pinocchio')}, "
           f"{env['cpu']} x{env['cpu_count']}")
@@ -1031,8 +1288,10 @@ def main(argv=None) -> int:
         if cls.kind == PEER:
             print(f"  {cls.key}: {env[cls.key]}")
     runs = []
-    for name in args.robots:
-        runs.extend(run_robot(name, args.targets, args.seed, classes))
+    for target_set in args.targets_set:
+        for name in args.robots:
+            runs.extend(run_robot(name, args.targets, args.seed, classes, target_set=target_set,
+                                  precision=args.precision))
     elapsed = time.perf_counter() - started
     print()
     for run in runs:
@@ -1050,7 +1309,10 @@ def main(argv=None) -> int:
                                  "time_budget_s": TIME_BUDGET, "batch_num_seeds": BATCH_NUM_SEEDS,
                                  "batch_max_rounds": BATCH_MAX_ROUNDS, "paired_sweeps": PAIRED_SWEEPS,
                                  "paired_batch_sweeps": PAIRED_BATCH_SWEEPS,
-                                 "judge": {"position_tol_m": POSITION_TOL, "axis_tol_rad": AXIS_TOL,
+                                 "target_sets": args.targets_set, "precision": args.precision,
+                                 "near_limit_band": NEAR_LIMIT_BAND, "far_reach_fraction": FAR_REACH_FRACTION,
+                                 "reach_samples": REACH_SAMPLES,
+                                 "judge": {"position_tol_m": position_tol, "axis_tol_rad": axis_tol,
                                            "limit_slack": LIMIT_SLACK}},
                     "environment": env, "elapsed_s": elapsed, "runs": runs}
         with open(args.json, "w", encoding="utf-8") as handle:
