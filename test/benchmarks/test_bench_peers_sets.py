@@ -49,7 +49,7 @@ def test_the_random_set_does_not_change_with_the_new_options():
 
     a, b = Problem("ur5_like", 50, seed=9), Problem("ur5_like", 50, seed=9, target_set="random", precision=1e-5)
     assert np.array_equal(a.targets, b.targets) and np.array_equal(a.starts["random"], b.starts["random"])
-    assert a.tolerances == {} and b.tolerances == {"position_tol": 1e-5, "frame_tol_rad": 1e-5}
+    assert a.tolerances == {} and b.tolerances == {"position_tol": 1e-5, "frame_tol_rad": pytest.approx(1e-5 / np.sqrt(2))}
 
 
 def test_arm_base_distance_ignores_the_torso():
