@@ -266,6 +266,15 @@ def compiled_backend(problem: IKProblem):
     return select(problem, "auto")
 
 
+def auto_uses(module) -> bool:
+    """True when "auto" solves with the compiled ``module`` now: its kernels are ready in this
+    process and ``DIRECTION_UP_IK_BACKEND`` does not switch it off. A cheaper form of
+    ``compiled_backend(problem) is module`` for a robot model it supports, for a caller that
+    asks on every call (``core.one_target``); False where it cannot tell at once."""
+    return (_preparation.state == KERNELS_READY and module is _compiled
+            and os.environ.get(BACKEND_ENV) != "numpy")
+
+
 def batch_threads(problem: IKProblem) -> int:
     """Threads a big batch of ``problem`` is solved on by the "auto" backend: the compiled
     backend's worker threads, 1 with numpy."""

@@ -43,9 +43,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from . import one_target
 from .backend import batch_threads, compiled_backend, compiled_module, solve_problem
 from .collision import CollisionScene
-from .errors import InputValidationError, NumericalFailure
+from .errors import DirectionUpIKError, InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult
@@ -328,6 +329,10 @@ def _search_problem(problem: IKProblem, options, accept: Optional[AcceptFn],
                         timed_out=found.timed_out, iterations=found.iterations)
 
 
+#: False sends a search of one target through the general path too (``core.one_target`` takes
+#: the usual ones; tests compare the two).
+ONE_TARGET_PATH = True
+
 #: False keeps every search on the Python rounds of :func:`_search` (the reference of the
 #: compiled search, :func:`_compiled_search`; tests compare the two).
 COMPILED_SEARCH = True
@@ -369,25 +374,9 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     if rounds > library_rounds:
         return None
     limit_center = selection == "limit_center"
-
-    def seed_arrays():
-        library = library_for(problem)
-        if rounds * num_seeds > len(library):
-            return None  # (a library smaller than LIBRARY_SIZE: only where a test makes one)
-        leaves, lib_q, periodic = library.kernel_arrays(problem, has_direction[0], has_up[0])
-        query = pose_features(problem.target_position, problem.target_direction, problem.target_up,
-                              has_direction[0], has_up[0])
-        if limit_center:
-            mid, half, bounded = (np.ascontiguousarray(x) for x in _center_scales(problem))
-        else:
-            mid, half, bounded = np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)
-        return dict(leaves=leaves, query=np.ascontiguousarray(query, dtype=np.float64), lib_q=lib_q,
-                    periodic=periodic, periodic_lo=np.array(problem.lower[periodic], dtype=np.float64),
-                    periodic_hi=np.array(problem.upper[periodic], dtype=np.float64),
-                    anchor=np.array(seed_anchor(problem, selection), dtype=np.float64),
-                    center_mid=mid, center_half=half, center_bounded=bounded)
     out = module.search(problem, num_seeds=num_seeds, max_rounds=rounds, unlimited=unlimited,
-                        min_successes=min_successes, limit_center=limit_center, seed_arrays=seed_arrays,
+                        min_successes=min_successes, limit_center=limit_center,
+                        seed_arrays=lambda: seed_arrays_of(problem, num_seeds, rounds, selection),
                         deadline=deadline)
     if out is None:
         return None
@@ -402,6 +391,29 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
         timed_out = bool(late and (out.successes < min_successes).any())
     return _Compiled(result, out.rounds, out.starts, out.successes, score, timed_out, out.status == 2,
                      out.iterations, closest)
+
+
+def seed_arrays_of(problem: IKProblem, num_seeds: int, rounds: int, selection: str) -> Optional[dict]:
+    """The library and selection arrays of the compiled search (``compiled.search``'s
+    ``seed_arrays``) for ``rounds`` rounds of ``num_seeds`` seeds of the problem's candidates
+    (one constraint pattern), or None when the library holds fewer states (only where a test
+    makes a small one)."""
+    library = library_for(problem)
+    if rounds * num_seeds > len(library):
+        return None
+    has_direction, has_up = problem.has_direction[0], problem.has_up[0]
+    leaves, lib_q, periodic = library.kernel_arrays(problem, has_direction, has_up)
+    query = pose_features(problem.target_position, problem.target_direction, problem.target_up,
+                          has_direction, has_up)
+    if selection == "limit_center":
+        mid, half, bounded = (np.ascontiguousarray(x) for x in _center_scales(problem))
+    else:
+        mid, half, bounded = np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)
+    return dict(leaves=leaves, query=np.ascontiguousarray(query, dtype=np.float64), lib_q=lib_q,
+                periodic=periodic, periodic_lo=np.array(problem.lower[periodic], dtype=np.float64),
+                periodic_hi=np.array(problem.upper[periodic], dtype=np.float64),
+                anchor=np.array(seed_anchor(problem, selection), dtype=np.float64),
+                center_mid=mid, center_half=half, center_bounded=bounded)
 
 
 def split_count(problem: IKProblem, *, num_seeds: int, max_rounds: Optional[int], timed: bool,
@@ -664,6 +676,59 @@ def example_layouts(robot: RobotKinematics) -> list:
     return layouts
 
 
+#: (1,) NaN: the clearance of a one-target search without a collision scene (copied per call).
+_NO_CLEARANCE = np.full(1, np.nan)
+
+
+def _search_one_target(robot, candidates, device, settings, *, num_seeds, time_budget, max_rounds,
+                       min_successes, random_seed) -> Optional[SearchResult]:
+    """:func:`robo_search_ik_direction_up` of a one-target request (``one_target.layout_of``)
+    with nearest seeding, least-motion selection and the other arguments at their defaults, on
+    the arrays kept for its layout: the compiled search's rounds (:func:`_compiled_search`) on
+    the same values, so the same answers. None when the request is not one it covers, or
+    where the compiled search gives up (the general path then answers, or raises)."""
+    layout = one_target.layout_of(robot, candidates, device, settings)
+    if layout is None:
+        return None
+    layout, target = layout
+    start = time.perf_counter()
+    try:
+        options = search_settings(num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
+                                  min_successes=min_successes, selection="least_motion", random_seed=random_seed,
+                                  seeding="nearest")
+    except DirectionUpIKError:
+        return None  # raised by the general path, as always
+    num_seeds, max_rounds, min_successes = options.num_seeds, options.max_rounds, options.min_successes
+    deadline = None if options.time_budget is None else start + options.time_budget
+    library_rounds = LIBRARY_SIZE // num_seeds if num_seeds else 0
+    unlimited = max_rounds is None and num_seeds > 0
+    rounds = library_rounds if unlimited else (max_rounds if num_seeds else 0)
+    if (unlimited and deadline is None) or rounds > library_rounds:
+        return None
+    problem = layout.problem
+    out = layout.kernel.run(robot.joint_q, target.position_world, target.direction_world, target.up_world,
+                            num_seeds=num_seeds, max_rounds=rounds, unlimited=unlimited,
+                            min_successes=min_successes, deadline=deadline,
+                            seed_arrays=lambda: seed_arrays_of(problem, num_seeds, rounds, "least_motion"))
+    if out is None:
+        return None  # a numerical failure: the general path raises it
+    result, timed_out = out.result, out.status == 1
+    if out.best_score is None:  # round 0 settled it
+        late = deadline is not None and time.perf_counter() >= deadline
+        timed_out = bool(late and out.successes[0] < min_successes)
+    elif out.status == 2:  # the library used up before the deadline: on with random draws
+        resume = _Compiled(result, out.rounds, out.starts, out.successes, out.best_score, timed_out, True,
+                           out.iterations, out.closest)
+        out, _ = _search(build_problem(robot, candidates, None, device, None, settings), num_seeds=num_seeds,
+                         deadline=deadline, max_rounds=max_rounds, min_successes=min_successes,
+                         selection="least_motion", random_seed=options.random_seed, accept=None,
+                         seeding="nearest", parallel=None, resume=resume)
+        result, timed_out = out.result, out.timed_out
+    return SearchResult(result=result, rounds=out.rounds, starts=out.starts, successes=out.successes,
+                        elapsed_s=time.perf_counter() - start, timed_out=timed_out, iterations=out.iterations,
+                        clearance=_NO_CLEARANCE.copy())
+
+
 def robo_search_ik_direction_up(
         robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu", *,
         max_position_error: float, num_seeds: int = 4, time_budget: Optional[float] = None,
@@ -731,6 +796,14 @@ def robo_search_ik_direction_up(
                               jacobian=jacobian, stall_window=stall_window,
                               num_step_scales=num_step_scales, damping_mode=damping_mode,
                               periodic_joints=periodic_joints, **settings)
+    if ONE_TARGET_PATH and COMPILED_SEARCH and collision_scene is None and accept is None \
+            and joint_bounds is None and root_world_xform is None and active_dof_ids is None \
+            and seeding == "nearest" and selection == "least_motion":
+        found = _search_one_target(robot, candidates, device, checked, num_seeds=num_seeds,
+                                   time_budget=time_budget, max_rounds=max_rounds, min_successes=min_successes,
+                                   random_seed=random_seed)
+        if found is not None:
+            return found
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform,
                             checked, joint_bounds=joint_bounds)
     return search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,

@@ -267,7 +267,7 @@ def _memoised(cls, values: Mapping[str, Any]):
     The key holds each value's type, so ``1`` and ``1.0`` or ``True`` are still told apart;
     unhashable values are simply not cached."""
     try:
-        key = (cls,) + tuple((name, type(value), value) for name, value in values.items())
+        key = (cls, tuple(values.items()), tuple(map(type, values.values())))
         hit = _CACHE.get(key)
     except TypeError:
         return cls(**values)

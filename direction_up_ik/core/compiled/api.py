@@ -293,6 +293,123 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
                          spec.iterations, spec.closest)
 
 
+#: (1,) int64 one start: round 0's count (copied per call).
+_ONE_START = np.ones(1, dtype=np.int64)
+
+
+class OneCandidate:
+    """The compiled search's arguments for one candidate of one target slot, kept between
+    calls: the model, config, target, state and search arrays are allocated once, and a call
+    writes the start state and the target into them (:meth:`run`). A call runs the same
+    kernels on the same values as :func:`search` of that one candidate, so the answers are the
+    same; it saves the packing and allocation per call, and calls the kernels' compiled entry
+    points for these argument types directly (numba's dispatcher would find the same ones by
+    typing every array on each call). ``core.one_target`` keeps one per thread and layout
+    (docs/performance.md, "One target").
+
+    Args:
+        problem: one candidate of one target slot, built with the search's settings; its
+            slot layout (end effector, local axes, constraint pattern), settings, active
+            joints and bounds are those of every later call (its targets and start are not).
+        features: ``seeds.pose_features``, the seed library's query features of a target.
+    """
+
+    def __init__(self, problem: IKProblem, features) -> None:
+        d, e = len(problem.q_initial), problem.num_targets
+        empty, i8 = np.empty, np.int64
+        self.model = tuple(model_arrays(problem))
+        # Writable copies: a call writes its target into the first three; the constraint
+        # pattern and the free parts' placeholders stay as the problem's.
+        self.targets = target_arrays(problem)
+        self.targets_t = tuple(self.targets)
+        config = _build_config(problem)
+        self.q_initial = config.q_initial  # (D,) float64, written by each call
+        self.config_t = tuple(config)
+        zeros = np.zeros(1, dtype=i8)
+        self.state = State(q=empty((1, d)), r=empty((1, 9 * e)), ssr=empty(1), err=empty((1, 3, e)),
+                           iterations=empty(1, np.int32), reason=empty(1, i8), fail_key=empty(1, i8),
+                           done=empty(1, np.bool_), success=empty(1, np.int32), cost=empty(1), group=zeros,
+                           quota=zeros)
+        self.state_t = tuple(self.state)
+        self.active_dof_ids = tuple(problem.active.tolist())
+        self.pattern = (problem.has_direction[0], problem.has_up[0])  # (E,) bool each
+        self.features = features
+        self.spec: Optional[Search] = None  # the rounds' arrays, on the first seeded call
+        self.solve = _entry_point(run_serial, self.model, self.targets_t, self.config_t, self.state_t, False, 0)
+        self.rounds = None  # run_search's entry point, with the spec
+
+    def run(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
+            up: Optional[np.ndarray], *, num_seeds: int, max_rounds: int, unlimited: bool,
+            min_successes: int, seed_arrays, deadline: Optional[float]) -> Optional[SearchOutcome]:
+        """:func:`search` of this layout's candidate at target ``position`` (3,) m with the
+        unit axes ``direction`` and ``up`` (3,) (None where the pattern leaves them free) from
+        joint state ``q_start`` (D,) (values of float32), least-motion selection; the other
+        arguments and the return as :func:`search` (``seed_arrays`` is called on the first
+        seeded call only: each call puts its own query features and anchor in). Every
+        returned array is the caller's own."""
+        targets, state = self.targets, self.state
+        q = self.q_initial
+        q[:] = q_start
+        state.q[0] = q
+        targets.position[0, 0] = position
+        if direction is not None:
+            targets.direction[0, 0] = direction
+        if up is not None:
+            targets.up[0, 0] = up
+        has_deadline, deadline_ns = _deadline_ns(deadline)
+        if self.solve(self.model, self.targets_t, self.config_t, self.state_t, has_deadline, deadline_ns):
+            return None
+        if num_seeds == 0 or max_rounds == 0 or state.success[0] >= min_successes:
+            return SearchOutcome(self._result(), _ONE_START.copy(), state.success.astype(np.int64), None, 1, 0,
+                                 state.iterations.astype(np.int64), None)
+        spec = self.spec
+        if spec is None:
+            arrays = seed_arrays()
+            if arrays is None:
+                return None
+            spec = self.spec = Search(
+                round0_done=True, num_seeds=0, max_rounds=0, unlimited=False, min_successes=0,
+                limit_center=False, leaves=tuple(arrays["leaves"]), query=arrays["query"],
+                lib_q=arrays["lib_q"], periodic=arrays["periodic"], periodic_lo=arrays["periodic_lo"],
+                periodic_hi=arrays["periodic_hi"], anchor=arrays["anchor"], center_mid=arrays["center_mid"],
+                center_half=arrays["center_half"], center_bounded=arrays["center_bounded"],
+                starts=np.empty(1, np.int64), successes=np.empty(1, np.int64), best_score=np.empty(1),
+                outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64), closest=np.empty(1))
+            self.rounds = _entry_point(run_search, self.model, self.targets_t, self.config_t, self.state_t,
+                                       False, 0, tuple(spec))
+        spec.anchor[:] = q  # least motion: the seeds turn towards the start
+        spec.query[:] = self.features(targets.position, targets.direction, targets.up, *self.pattern)
+        spec.outcome[:] = 0
+        if self.rounds(self.model, self.targets_t, self.config_t, self.state_t, has_deadline, deadline_ns,
+                       tuple(spec._replace(num_seeds=int(num_seeds), max_rounds=int(max_rounds),
+                                           unlimited=bool(unlimited), min_successes=int(min_successes)))):
+            return None
+        score = spec.best_score.copy()
+        return SearchOutcome(self._result(), spec.starts.copy(), spec.successes.copy(), score,
+                             int(spec.outcome[0]), int(spec.outcome[1]), spec.iterations.copy(),
+                             spec.closest.copy())
+
+    def _result(self) -> IKBatchResult:
+        """:func:`_assemble_result` of the state, as copies (the buffers serve the next call);
+        ``best_index`` 0 on success (one candidate, whatever the score)."""
+        state = self.state
+        err = state.err.transpose(1, 0, 2).copy()
+        success = state.success.copy()
+        return IKBatchResult(
+            joint_q=state.q.astype(np.float32), success=success, cost=state.cost.copy(),
+            best_index=0 if success[0] else None, position_error=err[0], direction_error=err[1],
+            up_error=err[2], iterations=state.iterations.copy(), stop_reason=(REASONS[state.reason[0]],),
+            active_dof_ids=self.active_dof_ids, backend="numba")
+
+
+def _entry_point(kernel, *args):
+    """The compiled function the numba dispatcher ``kernel`` runs for arguments of the types of
+    ``args``, to be called with arguments of exactly these types; the dispatcher itself when it
+    holds none for them yet (it then compiles one on the call)."""
+    types = tuple(kernel.typeof_pyval(a) for a in args)
+    return kernel.get_overload(types) if types in kernel.overloads else kernel
+
+
 def _group_start(group: np.ndarray, i: int) -> int:
     """The first row of the run of equal ``group`` values that holds row i (i <= len)."""
     while 0 < i < len(group) and group[i] == group[i - 1]:

@@ -1,0 +1,125 @@
+"""The arrays of a one-target search, kept between calls.
+
+A search of one candidate with one target is the usual call of a planner or a teleop loop,
+and most of its time was Python around kernel calls of a few microseconds: validating and
+packing the request into an :class:`~.problem.IKProblem`, the kernel's arrays, the result
+(docs/performance.md, "One target"). :func:`layout_of` recognises such a request and gives
+the arrays kept for its slot layout (``compiled.OneCandidate``, one per thread, robot and
+layout), into which a call writes its start state and target; the search
+(``search._search_one_target``) runs the same kernels on the same values as for a built
+problem, so the answers are the same. Requests it does not cover (several candidates or
+targets, explicit local axes, the numpy backend, a start outside the limits ...) are left to
+the general path, which also raises the errors of bad input.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .backend import KERNELS_READY, auto_uses, compiled_backend, kernel_state
+from .kinematics import RobotKinematics
+from .problem import IKProblem, build_problem
+from .seeds import pose_features
+from .settings import SolverSettings
+from .targets import _DEFAULT_LOCAL_PAIR, _TCP_LOCAL_PAIR, DirectionUpTarget
+
+#: Layouts kept per robot and thread (a request names one of a few; more are dropped).
+MAX_LAYOUTS = 16
+
+_thread_local = threading.local()
+
+
+class Layout:
+    """What the one-target searches of one slot layout share (in one thread).
+
+    Attributes:
+        problem: the problem of the layout's first request (its slot layout, settings,
+            active joints and bounds are every call's; its target and start are not).
+        kernel: its ``compiled.OneCandidate``.
+    """
+
+    def __init__(self, problem: IKProblem, module) -> None:
+        robot = problem.robot
+        self.problem = problem
+        self.settings = problem.settings
+        self.module = module
+        self.kernel = module.OneCandidate(problem, pose_features)
+        self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
+        self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))
+
+    def current(self, robot: RobotKinematics) -> bool:
+        """True while the robot's limits and root transform are the objects the layout was
+        built from."""
+        lower, upper, root = self._model_state
+        return robot.lower_limits is lower and robot.upper_limits is upper and robot.root_world_xform is root
+
+    def holds(self, q: np.ndarray) -> bool:
+        """True when the joint state ``q`` (D,) is finite and inside the bounds (a NaN fails
+        the comparisons, an infinity the sum, which float32 values cannot overflow)."""
+        values = q.tolist()
+        if not math.isfinite(sum(values)):
+            return False
+        for value, (lo, hi) in zip(values, self._bounds):
+            if not lo <= value <= hi:
+                return False
+        return True
+
+
+def _layouts(robot: RobotKinematics) -> dict:
+    """This thread's layouts of ``robot``: {key: Layout}."""
+    per_robot = getattr(_thread_local, "layouts", None)
+    if per_robot is None:
+        per_robot = _thread_local.layouts = weakref.WeakKeyDictionary()
+    layouts = per_robot.get(robot)
+    if layouts is None:
+        layouts = per_robot[robot] = {}
+    return layouts
+
+
+def layout_of(robot, candidates, device, settings: SolverSettings) -> Optional[Tuple[Layout, DirectionUpTarget]]:
+    """(the layout, the target) of a one-target request with every joint active, no bounds and
+    the robot's root transform, or None when this path does not cover it.
+
+    Covered: one candidate of one :class:`~.targets.DirectionUpTarget` of a valid end effector
+    with one of the two local-axis conventions (+X/+Y, +Z/+Y), any mode; the compiled backend
+    ("auto" solves with it now); a robot state finite and inside the limits (one float32 step
+    beyond a limit, which the general path accepts, is left to it). The first request of a
+    layout is built and validated as a problem (``build_problem``; its errors are raised).
+    """
+    if device != "cpu" or not isinstance(robot, RobotKinematics):
+        return None
+    if (type(candidates) is not tuple and type(candidates) is not list) or len(candidates) != 1:
+        return None
+    candidate = candidates[0]
+    if (type(candidate) is not tuple and type(candidate) is not list) or len(candidate) != 1:
+        return None
+    target = candidate[0]
+    if type(target) is not DirectionUpTarget or target.ee_id >= robot.num_end_effectors:
+        return None
+    local = target.local_direction
+    if local is not _TCP_LOCAL_PAIR[0] and local is not _DEFAULT_LOCAL_PAIR[0]:
+        return None  # explicit axes: each target has arrays of its own
+    # The settings by identity: the layout holds them, so their id is not reused meanwhile.
+    key = (id(settings), target.ee_id, local is _TCP_LOCAL_PAIR[0], target.mode)
+    layouts = _layouts(robot)
+    layout = layouts.get(key)
+    if layout is None or layout.settings is not settings or not layout.current(robot):
+        if kernel_state() != KERNELS_READY:
+            return None  # the numpy backend answers (without building the request twice)
+        problem = build_problem(robot, candidates, None, device, None, settings)
+        module = compiled_backend(problem)
+        if module is None or len(problem.active) == 0:
+            return None
+        if len(layouts) >= MAX_LAYOUTS:
+            layouts.clear()
+        layout = layouts[key] = Layout(problem, module)
+    elif not auto_uses(layout.module):
+        return None
+    if not layout.holds(robot.joint_q):
+        return None
+    return layout, target
