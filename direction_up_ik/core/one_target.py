@@ -24,7 +24,7 @@ import numpy as np
 from .backend import KERNELS_READY, auto_uses, compiled_backend, kernel_state
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
-from .seeds import pose_features
+from .seeds import library_for, pose_features
 from .settings import SolverSettings
 from .targets import _DEFAULT_LOCAL_PAIR, _TCP_LOCAL_PAIR, DirectionUpTarget
 
@@ -35,20 +35,23 @@ _thread_local = threading.local()
 
 
 class Layout:
-    """What the one-target searches of one slot layout share (in one thread).
+    """What the one-target searches of one slot layout share (in one thread). It holds no
+    reference to the robot (the cache of layouts is weak on it).
 
     Attributes:
-        problem: the problem of the layout's first request (its slot layout, settings,
-            active joints and bounds are every call's; its target and start are not).
+        settings: the solver settings of its searches.
         kernel: its ``compiled.OneCandidate``.
+        seed_arrays: the compiled search's library and selection arrays
+            (``search.seed_arrays_of``; their query and anchor are replaced per call), and
+            library_size: the states of that library.
     """
 
-    def __init__(self, problem: IKProblem, module) -> None:
+    def __init__(self, problem: IKProblem, module, seed_arrays: dict, library_size: int) -> None:
         robot = problem.robot
-        self.problem = problem
         self.settings = problem.settings
         self.module = module
         self.kernel = module.OneCandidate(problem, pose_features)
+        self.seed_arrays, self.library_size = seed_arrays, library_size
         self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
         self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))
 
@@ -81,7 +84,8 @@ def _layouts(robot: RobotKinematics) -> dict:
     return layouts
 
 
-def layout_of(robot, candidates, device, settings: SolverSettings) -> Optional[Tuple[Layout, DirectionUpTarget]]:
+def layout_of(robot, candidates, device, settings: SolverSettings,
+              seed_arrays) -> Optional[Tuple[Layout, DirectionUpTarget]]:
     """(the layout, the target) of a one-target request with every joint active, no bounds and
     the robot's root transform, or None when this path does not cover it.
 
@@ -89,7 +93,8 @@ def layout_of(robot, candidates, device, settings: SolverSettings) -> Optional[T
     with one of the two local-axis conventions (+X/+Y, +Z/+Y), any mode; the compiled backend
     ("auto" solves with it now); a robot state finite and inside the limits (one float32 step
     beyond a limit, which the general path accepts, is left to it). The first request of a
-    layout is built and validated as a problem (``build_problem``; its errors are raised).
+    layout is built and validated as a problem (``build_problem``; its errors are raised), and
+    ``seed_arrays(problem)`` gives the layout's library arrays (``search.seed_arrays_of``).
     """
     if device != "cpu" or not isinstance(robot, RobotKinematics):
         return None
@@ -117,7 +122,9 @@ def layout_of(robot, candidates, device, settings: SolverSettings) -> Optional[T
             return None
         if len(layouts) >= MAX_LAYOUTS:
             layouts.clear()
-        layout = layouts[key] = Layout(problem, module)
+        # The seed library now (built once per robot set-up, as warm_up_search does), so that
+        # the layout need not keep the problem, which holds the robot.
+        layout = layouts[key] = Layout(problem, module, seed_arrays(problem), len(library_for(problem)))
     elif not auto_uses(layout.module):
         return None
     if not layout.holds(robot.joint_q):

@@ -23,6 +23,16 @@ STOP_REASONS = (STOP_CONVERGED, STOP_NO_ACCEPTABLE_STEP, STOP_STEP_TOO_SMALL, ST
                 STOP_NO_ACTIVE_JOINTS, STOP_TIME_BUDGET, STOP_SUPERSEDED, STOP_STALLED, STOP_IN_COLLISION)
 
 
+def frozen_instance(cls, **fields):
+    """An instance of the frozen dataclass ``cls`` holding ``fields`` (all of its fields, the
+    defaulted ones too), made without the generated ``__init__``, which stores each field
+    through ``object.__setattr__``: about 4 of a one-target search's microseconds for its two
+    results (docs/performance.md). For values the caller has built itself."""
+    out = object.__new__(cls)
+    out.__dict__.update(fields)
+    return out
+
+
 @dataclass(frozen=True)
 class IKBatchResult:
     """Outcome of one call over B candidates with E targets each, D joint coordinates.

@@ -49,7 +49,7 @@ from .collision import CollisionScene
 from .errors import DirectionUpIKError, InputValidationError, NumericalFailure
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
-from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult
+from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult, frozen_instance
 from .seeds import LIBRARY_SIZE, library_for, pose_features, random_starts, start_bounds
 from .settings import SEARCH_SOLVER_DEFAULTS, search_settings, solver_settings
 from .targets import DirectionUpTarget
@@ -680,36 +680,65 @@ def example_layouts(robot: RobotKinematics) -> list:
 _NO_CLEARANCE = np.full(1, np.nan)
 
 
-def _search_one_target(robot, candidates, device, settings, *, num_seeds, time_budget, max_rounds,
-                       min_successes, random_seed) -> Optional[SearchResult]:
+def _one_target_settings(values: tuple, extra: dict):
+    """(SolverSettings, SearchSettings) of a one-target search's arguments ``values`` (the
+    solver's max_position_error ... periodic_joints, then num_seeds, time_budget, max_rounds,
+    min_successes, random_seed; the other options at their one-target values) and the solver
+    keywords ``extra``, memoised like ``settings.solver_settings`` (the key holds each value's
+    type) but in one look-up for both; None when a value is invalid (the general path raises)
+    or unhashable."""
+    extras = tuple(extra.items())
+    try:
+        key = (values, extras, tuple(map(type, values)), tuple(map(type, extra.values())))
+        pair = _SETTINGS_PAIRS.get(key)
+    except TypeError:
+        return None
+    if pair is None:
+        names = ("max_position_error", "max_step_norm", "jacobian", "stall_window", "num_step_scales",
+                 "damping_mode", "periodic_joints")
+        try:
+            pair = (solver_settings(**dict(zip(names, values[:7])), **extra),
+                    search_settings(**dict(zip(("num_seeds", "time_budget", "max_rounds", "min_successes",
+                                                "random_seed"), values[7:])),
+                                    selection="least_motion", seeding="nearest"))
+        except DirectionUpIKError:
+            return None
+        if len(_SETTINGS_PAIRS) >= 256:
+            _SETTINGS_PAIRS.clear()
+        _SETTINGS_PAIRS[key] = pair
+    return pair
+
+
+_SETTINGS_PAIRS: dict = {}
+
+
+def _one_target_seed_arrays(problem: IKProblem) -> dict:
+    """``seed_arrays_of`` the problem of a one-target layout for least-motion searches."""
+    return seed_arrays_of(problem, 0, 0, "least_motion")
+
+
+def _search_one_target(robot, candidates, device, settings, options) -> Optional[SearchResult]:
     """:func:`robo_search_ik_direction_up` of a one-target request (``one_target.layout_of``)
-    with nearest seeding, least-motion selection and the other arguments at their defaults, on
-    the arrays kept for its layout: the compiled search's rounds (:func:`_compiled_search`) on
-    the same values, so the same answers. None when the request is not one it covers, or
-    where the compiled search gives up (the general path then answers, or raises)."""
-    layout = one_target.layout_of(robot, candidates, device, settings)
+    with validated ``settings`` and ``options`` (nearest seeding, least-motion selection) and
+    the other arguments at their defaults, on the arrays kept for its layout: the compiled
+    search's rounds (:func:`_compiled_search`) on the same values, so the same answers. None
+    when the request is not one it covers, or where the compiled search gives up (the general
+    path then answers, or raises)."""
+    layout = one_target.layout_of(robot, candidates, device, settings, _one_target_seed_arrays)
     if layout is None:
         return None
     layout, target = layout
     start = time.perf_counter()
-    try:
-        options = search_settings(num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
-                                  min_successes=min_successes, selection="least_motion", random_seed=random_seed,
-                                  seeding="nearest")
-    except DirectionUpIKError:
-        return None  # raised by the general path, as always
     num_seeds, max_rounds, min_successes = options.num_seeds, options.max_rounds, options.min_successes
     deadline = None if options.time_budget is None else start + options.time_budget
     library_rounds = LIBRARY_SIZE // num_seeds if num_seeds else 0
     unlimited = max_rounds is None and num_seeds > 0
     rounds = library_rounds if unlimited else (max_rounds if num_seeds else 0)
-    if (unlimited and deadline is None) or rounds > library_rounds:
+    if (unlimited and deadline is None) or rounds > library_rounds or rounds * num_seeds > layout.library_size:
         return None
-    problem = layout.problem
     out = layout.kernel.run(robot.joint_q, target.position_world, target.direction_world, target.up_world,
                             num_seeds=num_seeds, max_rounds=rounds, unlimited=unlimited,
-                            min_successes=min_successes, deadline=deadline,
-                            seed_arrays=lambda: seed_arrays_of(problem, num_seeds, rounds, "least_motion"))
+                            min_successes=min_successes, deadline=deadline, seed_arrays=layout.seed_arrays)
     if out is None:
         return None  # a numerical failure: the general path raises it
     result, timed_out = out.result, out.status == 1
@@ -724,9 +753,9 @@ def _search_one_target(robot, candidates, device, settings, *, num_seeds, time_b
                          selection="least_motion", random_seed=options.random_seed, accept=None,
                          seeding="nearest", parallel=None, resume=resume)
         result, timed_out = out.result, out.timed_out
-    return SearchResult(result=result, rounds=out.rounds, starts=out.starts, successes=out.successes,
-                        elapsed_s=time.perf_counter() - start, timed_out=timed_out, iterations=out.iterations,
-                        clearance=_NO_CLEARANCE.copy())
+    return frozen_instance(SearchResult, result=result, rounds=out.rounds, starts=out.starts,
+                           successes=out.successes, elapsed_s=time.perf_counter() - start, timed_out=timed_out,
+                           iterations=out.iterations, clearance=_NO_CLEARANCE.copy())
 
 
 def robo_search_ik_direction_up(
@@ -792,18 +821,19 @@ def robo_search_ik_direction_up(
     """
     if time_budget is None and max_rounds is None:
         max_rounds = 1
+    if ONE_TARGET_PATH and COMPILED_SEARCH and collision_scene is None and accept is None \
+            and joint_bounds is None and root_world_xform is None and active_dof_ids is None \
+            and seeding == "nearest" and selection == "least_motion":
+        pair = _one_target_settings((max_position_error, max_step_norm, jacobian, stall_window, num_step_scales,
+                                     damping_mode, periodic_joints, num_seeds, time_budget, max_rounds,
+                                     min_successes, random_seed), settings)
+        found = None if pair is None else _search_one_target(robot, candidates, device, *pair)
+        if found is not None:
+            return found
     checked = solver_settings(max_position_error=max_position_error, max_step_norm=max_step_norm,
                               jacobian=jacobian, stall_window=stall_window,
                               num_step_scales=num_step_scales, damping_mode=damping_mode,
                               periodic_joints=periodic_joints, **settings)
-    if ONE_TARGET_PATH and COMPILED_SEARCH and collision_scene is None and accept is None \
-            and joint_bounds is None and root_world_xform is None and active_dof_ids is None \
-            and seeding == "nearest" and selection == "least_motion":
-        found = _search_one_target(robot, candidates, device, checked, num_seeds=num_seeds,
-                                   time_budget=time_budget, max_rounds=max_rounds, min_successes=min_successes,
-                                   random_seed=random_seed)
-        if found is not None:
-            return found
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform,
                             checked, joint_bounds=joint_bounds)
     return search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,

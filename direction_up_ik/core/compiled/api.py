@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import NumericalFailure
 from ..kinematics import RobotKinematics
 from ..problem import IKProblem, build_problem
-from ..result import IKBatchResult
+from ..result import IKBatchResult, frozen_instance
 from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES,
                         SolverSettings)
 from ..targets import DirectionUpTarget
@@ -344,8 +344,8 @@ class OneCandidate:
         """:func:`search` of this layout's candidate at target ``position`` (3,) m with the
         unit axes ``direction`` and ``up`` (3,) (None where the pattern leaves them free) from
         joint state ``q_start`` (D,) (values of float32), least-motion selection; the other
-        arguments and the return as :func:`search` (``seed_arrays`` is called on the first
-        seeded call only: each call puts its own query features and anchor in). Every
+        arguments and the return as :func:`search` (``seed_arrays`` is its dict of arrays, read
+        on the first seeded call; each call puts its own query features and anchor in). Every
         returned array is the caller's own."""
         targets, state = self.targets, self.state
         q = self.q_initial
@@ -364,14 +364,12 @@ class OneCandidate:
                                  state.iterations.astype(np.int64), None)
         spec = self.spec
         if spec is None:
-            arrays = seed_arrays()
-            if arrays is None:
-                return None
+            arrays = seed_arrays
             spec = self.spec = Search(
                 round0_done=True, num_seeds=0, max_rounds=0, unlimited=False, min_successes=0,
-                limit_center=False, leaves=tuple(arrays["leaves"]), query=arrays["query"],
+                limit_center=False, leaves=tuple(arrays["leaves"]), query=arrays["query"].copy(),
                 lib_q=arrays["lib_q"], periodic=arrays["periodic"], periodic_lo=arrays["periodic_lo"],
-                periodic_hi=arrays["periodic_hi"], anchor=arrays["anchor"], center_mid=arrays["center_mid"],
+                periodic_hi=arrays["periodic_hi"], anchor=arrays["anchor"].copy(), center_mid=arrays["center_mid"],
                 center_half=arrays["center_half"], center_bounded=arrays["center_bounded"],
                 starts=np.empty(1, np.int64), successes=np.empty(1, np.int64), best_score=np.empty(1),
                 outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64), closest=np.empty(1))
@@ -395,11 +393,11 @@ class OneCandidate:
         state = self.state
         err = state.err.transpose(1, 0, 2).copy()
         success = state.success.copy()
-        return IKBatchResult(
-            joint_q=state.q.astype(np.float32), success=success, cost=state.cost.copy(),
+        return frozen_instance(
+            IKBatchResult, joint_q=state.q.astype(np.float32), success=success, cost=state.cost.copy(),
             best_index=0 if success[0] else None, position_error=err[0], direction_error=err[1],
             up_error=err[2], iterations=state.iterations.copy(), stop_reason=(REASONS[state.reason[0]],),
-            active_dof_ids=self.active_dof_ids, backend="numba")
+            active_dof_ids=self.active_dof_ids, device="cpu", backend="numba")
 
 
 def _entry_point(kernel, *args):
