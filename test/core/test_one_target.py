@@ -1,0 +1,267 @@
+"""The search of one target on kept arrays (core/one_target.py, compiled.OneCandidate): the same
+answers as the general path, its own result arrays, the general path's errors, and the requests
+it leaves to the general path."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+from direction_up_ik import DirectionUpTarget, robo_search_ik_direction_up
+from direction_up_ik.core import one_target
+from direction_up_ik.core import search as search_module
+from direction_up_ik.core.errors import DirectionUpIKError
+from direction_up_ik.robots import load_robot
+from helpers import mid_range, random_configurations
+
+MPE = 0.03
+pytest.importorskip("numba", reason="the one-target path runs the compiled kernels")
+
+
+def _same_search(a, b) -> None:
+    """Every field of two SearchResults but the wall time."""
+    for field in ("joint_q", "success", "cost", "position_error", "direction_error", "up_error", "iterations"):
+        np.testing.assert_array_equal(getattr(a.result, field), getattr(b.result, field), err_msg=field)
+        assert getattr(a.result, field).dtype == getattr(b.result, field).dtype, field
+        assert getattr(a.result, field).shape == getattr(b.result, field).shape, field
+    for field in ("stop_reason", "best_index", "active_dof_ids", "device", "backend"):
+        assert getattr(a.result, field) == getattr(b.result, field), field
+    assert (a.rounds, a.timed_out) == (b.rounds, b.timed_out)
+    for field in ("starts", "successes", "iterations", "clearance"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+        assert getattr(a, field).dtype == getattr(b, field).dtype, field
+
+
+def _targets(robot, rng, n, ee, mode, tcp):
+    """n one-target candidates for end effector ``ee`` at the poses of random in-limit states,
+    in ``mode`` with the +Z/+Y (``tcp``) or the default +X/+Y local axes."""
+    out = []
+    for t in robot.tcp_transforms(random_configurations(robot, rng, n)):
+        rot, pos = t[ee, :3, :3], t[ee, :3, 3]
+        direction = rot[:, 2] if tcp else rot[:, 0]
+        local = (None, None) if tcp else ()
+        if mode == "full":
+            target = DirectionUpTarget(ee, pos, direction, rot[:, 1], *local)
+        elif mode == "axis":
+            target = DirectionUpTarget(ee, pos, direction, None, *local)
+        else:
+            target = DirectionUpTarget(ee, pos, None, None, *local)
+        out.append((target,))
+    return out
+
+
+class _GeneralPathCalls:
+    """Counts the searches that went the general way (``search.search_problem``)."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        real = search_module.search_problem
+
+        def counted(*args, **kwargs):
+            self.count += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(search_module, "search_problem", counted)
+
+
+def _both_paths(robot, candidates, monkeypatch, **kwargs):
+    """(the general path's search, the one-target path's) of the same call; asserts that the
+    second took the one-target path."""
+    calls = _GeneralPathCalls(monkeypatch)
+    monkeypatch.setattr(search_module, "ONE_TARGET_PATH", False)
+    general = robo_search_ik_direction_up(robot, candidates, **kwargs)
+    assert calls.count == 1
+    monkeypatch.setattr(search_module, "ONE_TARGET_PATH", True)
+    fast = robo_search_ik_direction_up(robot, candidates, **kwargs)
+    assert calls.count == 1, "the one-target path was not taken"
+    return general, fast
+
+
+@pytest.mark.parametrize("name, ee", [("panda_like", 0), ("ur5_like", 0), ("dual_arm_torso", 1)])
+@pytest.mark.parametrize("mode, tcp", [("full", True), ("full", False), ("axis", True), ("position", False)])
+def test_one_target_answers_equal_the_general_path(name, ee, mode, tcp, monkeypatch):
+    """Random targets from a random start, rounds of seeds limited (max_rounds) and until
+    success (a budget never reached): every field as the general path's, bit for bit."""
+    robot = load_robot(name)
+    rng = np.random.default_rng(27)
+    robot.joint_q[:] = random_configurations(robot, rng, 1)[0]
+    seeded = 0
+    for kwargs in (dict(max_rounds=2), dict(time_budget=60.0)):
+        for candidate in _targets(robot, rng, 12, ee, mode, tcp):
+            general, fast = _both_paths(robot, [candidate], monkeypatch, max_position_error=MPE, **kwargs)
+            _same_search(fast, general)
+            seeded += fast.rounds > 1
+    assert seeded > 0 or mode == "position"  # rounds of seeds ran too (position-only targets need none)
+
+
+def test_the_benchmark_cells_answer_alike_on_many_targets(monkeypatch):
+    """The peer benchmark's call (4 seeds; a budget never reached here) on 150 targets per
+    bundled arm and start (mid-range, random): the same answers on both paths."""
+    for name in ("panda_like", "ur5_like"):
+        robot = load_robot(name)
+        rng = np.random.default_rng(2027)
+        candidates = _targets(robot, rng, 150, 0, "full", True)
+        for start in (mid_range(robot), random_configurations(robot, rng, 1)[0]):
+            robot.joint_q[:] = start
+            for candidate in candidates:
+                general, fast = _both_paths(robot, (candidate,), monkeypatch, max_position_error=MPE,
+                                            num_seeds=4, time_budget=60.0)
+                _same_search(fast, general)
+
+
+def test_results_are_the_callers_own(panda):
+    """The kept arrays serve the next call: an earlier result does not change, and writing to
+    a result changes no later one."""
+    rng = np.random.default_rng(3)
+    panda.joint_q[:] = mid_range(panda)
+    first_target, second_target = _targets(panda, rng, 2, 0, "full", True)
+    first = robo_search_ik_direction_up(panda, [first_target], max_position_error=MPE, max_rounds=2)
+    kept = {name: np.copy(getattr(first.result, name)) for name in ("joint_q", "success", "cost",
+                                                                     "position_error", "iterations")}
+    starts = first.starts.copy()
+    robo_search_ik_direction_up(panda, [second_target], max_position_error=MPE, max_rounds=2)
+    for name, value in kept.items():
+        np.testing.assert_array_equal(getattr(first.result, name), value, err_msg=name)
+    np.testing.assert_array_equal(first.starts, starts)
+    first.result.joint_q[:] = 0.0
+    again = robo_search_ik_direction_up(panda, [first_target], max_position_error=MPE, max_rounds=2)
+    np.testing.assert_array_equal(again.result.joint_q, kept["joint_q"])
+
+
+@pytest.mark.parametrize("case", ["ee_id", "start_outside", "start_nan", "num_seeds", "device", "settings",
+                                  "empty_candidate"])
+def test_bad_requests_raise_what_the_general_path_raises(panda, case, monkeypatch):
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
+    candidates, kwargs = [(target,)], dict(max_position_error=MPE, num_seeds=4, time_budget=0.5)
+    panda.joint_q[:] = mid_range(panda)
+    robo_search_ik_direction_up(panda, candidates, **kwargs)  # the layout exists: its checks run
+    if case == "ee_id":
+        candidates = [(DirectionUpTarget(3, goal[:3, 3], None, None),)]
+    elif case == "start_outside":
+        panda.joint_q[0] = panda.upper_limits[0] + 0.5
+    elif case == "start_nan":
+        panda.joint_q[1] = np.nan
+    elif case == "num_seeds":
+        kwargs["num_seeds"] = -1
+    elif case == "device":
+        kwargs["device"] = "cuda"
+    elif case == "settings":
+        kwargs["max_iters"] = 0
+    else:
+        candidates = [()]
+    errors = []
+    for path in (False, True):
+        monkeypatch.setattr(search_module, "ONE_TARGET_PATH", path)
+        with pytest.raises(DirectionUpIKError) as info:
+            robo_search_ik_direction_up(panda, candidates, **kwargs)
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1]
+
+
+def test_a_start_one_float32_step_beyond_a_limit_is_left_to_the_general_path(panda, monkeypatch):
+    """The general path accepts a float32 state one step beyond a float64 limit (the panda's
+    default state: joint 4 clipped to its upper limit -0.0698 in float32); so does a search of
+    one target, through the general path."""
+    assert panda.joint_q[3] > panda.upper_limits[3]
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    candidates = [(DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None),)]
+    calls = _GeneralPathCalls(monkeypatch)
+    found = robo_search_ik_direction_up(panda, candidates, max_position_error=MPE, max_rounds=1)
+    assert calls.count == 1 and found.result.success[0] == 1
+    panda.joint_q[:] = mid_range(panda)
+    robo_search_ik_direction_up(panda, candidates, max_position_error=MPE, max_rounds=1)
+    assert calls.count == 1  # inside the limits: the one-target path
+
+
+def test_requests_it_does_not_cover_take_the_general_path(panda, monkeypatch):
+    panda.joint_q[:] = mid_range(panda)
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
+    explicit = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], (0, 0, 1), (0, 1, 0))
+    calls = _GeneralPathCalls(monkeypatch)
+    kwargs = dict(max_position_error=MPE, max_rounds=1)
+    robo_search_ik_direction_up(panda, [(target,)], **kwargs)
+    assert calls.count == 0
+    robo_search_ik_direction_up(panda, [(target,), (target,)], **kwargs)  # two candidates
+    robo_search_ik_direction_up(panda, [(explicit,)], **kwargs)  # explicit local axes
+    robo_search_ik_direction_up(panda, [(target,)], selection="limit_center", **kwargs)
+    robo_search_ik_direction_up(panda, [(target,)], seeding="random", **kwargs)
+    robo_search_ik_direction_up(panda, [(target,)], accept=lambda i, q: True, **kwargs)
+    robo_search_ik_direction_up(panda, [(target,)], active_dof_ids=(0, 1, 2, 3), **kwargs)
+    robo_search_ik_direction_up(panda, [(target,)], root_world_xform=np.eye(4), **kwargs)
+    assert calls.count == 7
+    monkeypatch.setenv("DIRECTION_UP_IK_BACKEND", "numpy")
+    found = robo_search_ik_direction_up(panda, [(target,)], **kwargs)
+    assert calls.count == 8 and found.result.backend == "numpy"
+
+
+def test_a_new_root_transform_or_limits_rebuild_the_layout(ur5, monkeypatch):
+    """The layout is kept per robot arrays: after the robot's root transform changes, the
+    answers follow it (the same as the general path's)."""
+    rng = np.random.default_rng(5)
+    candidates = _targets(ur5, rng, 3, 0, "full", True)
+    robo_search_ik_direction_up(ur5, candidates[0:1], max_position_error=MPE, max_rounds=1)
+    moved = np.eye(4)
+    moved[:3, 3] = (0.05, -0.02, 0.1)
+    ur5.root_world_xform = moved
+    for candidate in candidates:
+        general, fast = _both_paths(ur5, [candidate], monkeypatch, max_position_error=MPE, max_rounds=2)
+        _same_search(fast, general)
+
+
+def test_threads_search_on_arrays_of_their_own(ur5):
+    """Searches in two threads at once (each with its own kept arrays) answer as one after
+    another."""
+    rng = np.random.default_rng(11)
+    ur5.joint_q[:] = mid_range(ur5)
+    candidates = _targets(ur5, rng, 40, 0, "full", True)
+    kwargs = dict(max_position_error=MPE, num_seeds=4, max_rounds=3)
+    serial = [robo_search_ik_direction_up(ur5, [c], **kwargs) for c in candidates]
+    found = {}
+
+    def work(part):
+        for i in part:
+            found[i] = robo_search_ik_direction_up(ur5, [candidates[i]], **kwargs)
+    threads = [threading.Thread(target=work, args=(range(k, len(candidates), 2),)) for k in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120.0)
+    assert sorted(found) == list(range(len(candidates)))
+    for i, one in enumerate(serial):
+        _same_search(found[i], one)
+
+
+def test_kept_layouts_do_not_keep_a_robot_alive():
+    robot = load_robot("panda_like")
+    robot.joint_q[:] = mid_range(robot)
+    goal = robot.tcp_transforms(mid_range(robot))[0]
+    robo_search_ik_direction_up(robot, [(DirectionUpTarget(0, goal[:3, 3], None, None),)], max_position_error=MPE,
+                                max_rounds=1)
+    assert one_target._layouts(robot)  # a layout was kept
+    gone = weakref.ref(robot)
+    del robot
+    gc.collect()
+    assert gone() is None
+
+
+def test_it_compiles_no_other_kernel_signature(panda):
+    """The kept arrays have the types of the general path's: the kernels' entry points of those
+    (no compile of another signature)."""
+    from direction_up_ik.core.compiled.iteration import run_serial
+    from direction_up_ik.core.compiled.search_rounds import run_search
+    rng = np.random.default_rng(4)
+    panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
+    candidates = _targets(panda, rng, 10, 0, "full", True)
+    for candidate in candidates:  # the general path first: its signatures exist
+        robo_search_ik_direction_up(panda, [candidate, candidate], max_position_error=MPE, max_rounds=2)
+    before = (len(run_serial.signatures), len(run_search.signatures))
+    found = [robo_search_ik_direction_up(panda, [c], max_position_error=MPE, max_rounds=2) for c in candidates]
+    assert any(f.rounds > 1 for f in found)  # both kernels ran
+    assert (len(run_serial.signatures), len(run_search.signatures)) == before
+    for layout in one_target._layouts(panda).values():
+        assert layout.kernel.solve is not run_serial and layout.kernel.rounds is not run_search
