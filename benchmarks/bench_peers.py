@@ -1034,9 +1034,10 @@ def run_robot(name: str, n: int, seed: int, solver_classes, log=print, target_se
             t0 = time.perf_counter()
             times = paired_timing(pair, problem, q_start)
             paired = {"sweeps": PAIRED_SWEEPS, "median_ms": {k: float(np.median(v) * 1e3) for k, v in times.items()},
-                      "p95_ms": {k: float(np.percentile(v, 95) * 1e3) for k, v in times.items()}}
+                      "p95_ms": {k: float(np.percentile(v, 95) * 1e3) for k, v in times.items()},
+                      "p99_ms": {k: float(np.percentile(v, 99) * 1e3) for k, v in times.items()}}
             log(f"  {cell}: paired timing ({PAIRED_SWEEPS} sweeps): " + ", ".join(
-                f"{k} median {m:.3f} ms" for k, m in paired["median_ms"].items())
+                f"{k} median {m:.3f} ms, p99 {paired['p99_ms'][k]:.3f} ms" for k, m in paired["median_ms"].items())
                 + f" ({time.perf_counter() - t0:.1f} s)", flush=True)
         pair = [solver for key in PAIRED_BATCH for solver in solvers if solver.key == key]
         paired_batch = None

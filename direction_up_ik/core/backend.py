@@ -58,9 +58,22 @@ def compiled_module():
     return _compiled
 
 
+def backend_env() -> Optional[str]:
+    """``os.environ.get(BACKEND_ENV)``, read on every solve. Where the variable is not set (the
+    usual case), ``os.environ.get`` raises and catches a KeyError inside, about 3 us on this
+    machine; on POSIX the mapping's own dict of encoded names tells that in a look-up."""
+    encoded = getattr(os.environ, "_data", None) if os.name == "posix" else None
+    if encoded is not None and _BACKEND_ENV_KEY not in encoded:
+        return None
+    return os.environ.get(BACKEND_ENV)
+
+
+_BACKEND_ENV_KEY = os.fsencode(BACKEND_ENV)
+
+
 def compiled_backend_allowed() -> bool:
     """False when ``DIRECTION_UP_IK_BACKEND=numpy`` keeps "auto" (and helpers) off numba."""
-    return os.environ.get(BACKEND_ENV) != "numpy"
+    return backend_env() != "numpy"
 
 
 def _usable_module():
@@ -240,8 +253,10 @@ def select(problem: IKProblem, backend: str):
     """
     if backend not in BACKENDS:
         raise InputValidationError("backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
-    if backend == "auto" and os.environ.get(BACKEND_ENV) in ("numpy", "numba"):
-        backend = os.environ[BACKEND_ENV]
+    if backend == "auto":
+        chosen = backend_env()
+        if chosen in ("numpy", "numba"):
+            backend = chosen
     if backend == "numpy":
         return None
     if backend == "auto" and kernel_state() != KERNELS_READY:
@@ -272,7 +287,7 @@ def auto_uses(module) -> bool:
     ``compiled_backend(problem) is module`` for a robot model it supports, for a caller that
     asks on every call (``core.one_target``); False where it cannot tell at once."""
     return (_preparation.state == KERNELS_READY and module is _compiled
-            and os.environ.get(BACKEND_ENV) != "numpy")
+            and backend_env() != "numpy")
 
 
 def batch_threads(problem: IKProblem) -> int:

@@ -104,7 +104,7 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
     if (type(candidate) is not tuple and type(candidate) is not list) or len(candidate) != 1:
         return None
     target = candidate[0]
-    if type(target) is not DirectionUpTarget or target.ee_id >= robot.num_end_effectors:
+    if type(target) is not DirectionUpTarget:
         return None
     local = target.local_direction
     if local is not _TCP_LOCAL_PAIR[0] and local is not _DEFAULT_LOCAL_PAIR[0]:
@@ -114,8 +114,8 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
     layouts = _layouts(robot)
     layout = layouts.get(key)
     if layout is None or layout.settings is not settings or not layout.current(robot):
-        if kernel_state() != KERNELS_READY:
-            return None  # the numpy backend answers (without building the request twice)
+        if target.ee_id >= robot.num_end_effectors or kernel_state() != KERNELS_READY:
+            return None  # the general path raises, or the numpy backend answers (one build)
         problem = build_problem(robot, candidates, None, device, None, settings)
         module = compiled_backend(problem)
         if module is None or len(problem.active) == 0:
