@@ -16,7 +16,10 @@ time_budget=0.005)`` call (the compiled search) one by one and times each with
 * ``kernel``: round 0 (``run_serial``), dispatch included; ``dispatch``: the same call on a
   zero-row state (numba's argument checks and unboxing, the scratch allocation);
 * ``assemble``: the ``IKBatchResult`` and ``SearchResult``;
-* ``seeded``: for targets round 0 misses, the rounds of seeds (seed arrays and ``run_search``).
+* ``seeded``: for targets round 0 misses, the rounds of seeds (seed arrays and ``run_search``);
+* ``one target``: the same search through the one-target path (``search._search_one_target``,
+  settings validated), and ``its kernel``: its round 0 on the kept arrays alone
+  (``OneCandidate.solve``, the entry point without the dispatcher).
 
 It prints each stage's median and the whole call's median and p99 (timed as a call, which
 includes what the replay leaves out), and the share of targets round 0 solves. ``--profile``
@@ -46,6 +49,7 @@ import numpy as np  # noqa: E402
 
 import bench_peers  # noqa: E402  (this folder's)
 from direction_up_ik.core import robo_search_ik_direction_up, warm_up_search  # noqa: E402
+from direction_up_ik.core import one_target  # noqa: E402
 from direction_up_ik.core import search as search_module  # noqa: E402
 from direction_up_ik.core.backend import compiled_backend, warm_up_backend  # noqa: E402
 from direction_up_ik.core.compiled import api  # noqa: E402
@@ -102,6 +106,19 @@ def replay(robot, cand) -> dict:
     t.append(ns())
     run_serial(model_t, targets_t, config, blank, True, time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 10**9)
     t.append(ns())
+    pair = search_module._one_target_settings(
+        (KW["max_position_error"],) + tuple(SEARCH_SOLVER_DEFAULTS[k] for k in (
+            "max_step_norm", "jacobian", "stall_window", "num_step_scales", "damping_mode", "periodic_joints"))
+        + (KW["num_seeds"], KW["time_budget"], None, 1, 0), {})
+    t0 = ns()
+    search_module._search_one_target(robot, (cand,), "cpu", *pair)
+    one = ns() - t0
+    kernel = one_target.layout_of(robot, (cand,), "cpu", pair[0], search_module._one_target_seed_arrays)[0].kernel
+    kernel.q_initial[:] = robot.joint_q
+    kernel.state.q[0] = kernel.q_initial
+    t0 = ns()
+    kernel.solve(kernel.model, kernel.targets_t, kernel.config_t, kernel.state_t, False, 0)
+    its_kernel = ns() - t0
     seeded = None
     if not state.success[0]:
         t0 = ns()
@@ -110,7 +127,8 @@ def replay(robot, cand) -> dict:
         seeded = ns() - t0
     dt = np.diff(t)
     return dict(settings=dt[0], build=dt[1], select=dt[2], pack=dt[3], kernel=dt[4], assemble=dt[5],
-                dispatch=dt[7], seeded=seeded, solved0=bool(state.success[0]))
+                dispatch=dt[7], seeded=seeded, solved0=bool(state.success[0]), one_target=one,
+                one_target_kernel=its_kernel)
 
 
 class GeneralPath(bench_peers.SearchSingle):
@@ -215,6 +233,10 @@ def main(argv=None) -> int:
             for key in ("settings", "build", "select", "pack", "kernel", "dispatch", "assemble"):
                 parts.append(f"{key} {np.median([s[key] for s in stages]) / 1e3:.1f}")
             print("  stages, median us: " + ", ".join(parts))
+            one = np.array([s["one_target"] for s in stages])
+            its = np.array([s["one_target_kernel"] for s in stages])
+            print(f"  one-target path, targets round 0 solves (us): whole {np.median(one[solved0]) / 1e3:.1f}, "
+                  f"its kernel {np.median(its[solved0]) / 1e3:.1f}; every target: whole {np.median(one) / 1e3:.1f}")
             k0 = np.array([s["kernel"] for s in stages])
             print(f"  round 0 kernel call (us): solved {np.median(k0[solved0]) / 1e3:.1f}, "
                   f"missed {np.median(k0[~solved0]) / 1e3 if (~solved0).any() else float('nan'):.1f}")
