@@ -680,6 +680,10 @@ def example_layouts(robot: RobotKinematics) -> list:
 _NO_CLEARANCE = np.full(1, np.nan)
 
 
+#: {key: (SolverSettings, SearchSettings)} of :func:`_one_target_settings`.
+_SETTINGS_PAIRS: dict = {}
+
+
 def _one_target_settings(values: tuple, extra: dict):
     """(SolverSettings, SearchSettings) of a one-target search's arguments ``values`` (the
     solver's max_position_error ... periodic_joints, then num_seeds, time_budget, max_rounds,
@@ -707,9 +711,6 @@ def _one_target_settings(values: tuple, extra: dict):
             _SETTINGS_PAIRS.clear()
         _SETTINGS_PAIRS[key] = pair
     return pair
-
-
-_SETTINGS_PAIRS: dict = {}
 
 
 def _one_target_seed_arrays(problem: IKProblem) -> dict:

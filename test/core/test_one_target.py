@@ -265,3 +265,21 @@ def test_it_compiles_no_other_kernel_signature(panda):
     assert (len(run_serial.signatures), len(run_search.signatures)) == before
     for layout in one_target._layouts(panda).values():
         assert layout.kernel.solve is not run_serial and layout.kernel.rounds is not run_search
+
+
+def test_rounds_that_use_up_the_library_go_on_with_random_draws(monkeypatch):
+    """Timed rounds without a round limit use up a (6-state) library: the one-target path goes
+    on with the general path's random draws from its rounds, as the general path does."""
+    from direction_up_ik.core import seeds
+    robot = load_robot("panda_like")  # fresh: its library is built with 6 states
+    robot.joint_q[:] = mid_range(robot)
+    monkeypatch.setattr(seeds, "LIBRARY_SIZE", 6)
+    monkeypatch.setattr(search_module, "LIBRARY_SIZE", 6)
+    rng = np.random.default_rng(4)
+    resumed = 0
+    for candidate in _targets(robot, rng, 30, 0, "full", True):
+        general, fast = _both_paths(robot, [candidate], monkeypatch, max_position_error=MPE, num_seeds=2,
+                                    time_budget=60.0)
+        _same_search(fast, general)
+        resumed += fast.rounds > 4  # past the library's 3 rounds
+    assert resumed > 0
