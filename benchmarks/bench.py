@@ -117,7 +117,7 @@ def auto_backend(backend: str):
 def bench_search(name: str, n: int, seed: int, backend: str = "auto", num_seeds: int = 4,
                  time_budget: float = 0.005) -> Dict:
     """Multi-seed search on N reachable targets, one call per target (same targets as bench_robot)."""
-    from direction_up_ik.core.search import robo_search_ik_direction_up, warm_up_search
+    from direction_up_ik.core.search_api import robo_search_ik_direction_up, warm_up_search
     robot = load_robot(name)
     robot.joint_q[:] = mid_range(robot)
     rng = np.random.default_rng(seed)

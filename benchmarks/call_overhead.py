@@ -51,6 +51,7 @@ import bench_peers  # noqa: E402  (this folder's)
 from direction_up_ik.core import robo_search_ik_direction_up, warm_up_search  # noqa: E402
 from direction_up_ik.core import one_target  # noqa: E402
 from direction_up_ik.core import search as search_module  # noqa: E402
+from direction_up_ik.core import search_api  # noqa: E402
 from direction_up_ik.core.backend import compiled_backend, warm_up_backend  # noqa: E402
 from direction_up_ik.core.compiled import api  # noqa: E402
 from direction_up_ik.core.compiled.iteration import run_serial  # noqa: E402
@@ -106,14 +107,14 @@ def replay(robot, cand) -> dict:
     t.append(ns())
     run_serial(model_t, targets_t, config, blank, True, time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 10**9)
     t.append(ns())
-    pair = search_module._one_target_settings(
+    pair = search_api._one_target_settings(
         (KW["max_position_error"],) + tuple(SEARCH_SOLVER_DEFAULTS[k] for k in (
             "max_step_norm", "jacobian", "stall_window", "num_step_scales", "damping_mode", "periodic_joints"))
         + (KW["num_seeds"], KW["time_budget"], None, 1, 0), {})
     t0 = ns()
-    search_module._search_one_target(robot, (cand,), "cpu", *pair)
+    search_api._search_one_target(robot, (cand,), "cpu", *pair)
     one = ns() - t0
-    kernel = one_target.layout_of(robot, (cand,), "cpu", pair[0], search_module._one_target_seed_arrays)[0].kernel
+    kernel = one_target.layout_of(robot, (cand,), "cpu", pair[0], search_api._one_target_seed_arrays)[0].kernel
     kernel.q_initial[:] = robot.joint_q
     kernel.state.q[0] = kernel.q_initial
     t0 = ns()
@@ -139,11 +140,11 @@ class GeneralPath(bench_peers.SearchSingle):
         one = super().call_one(problem, q_start)
 
         def general(i):
-            search_module.ONE_TARGET_PATH = False
+            search_api.ONE_TARGET_PATH = False
             try:
                 return one(i)
             finally:
-                search_module.ONE_TARGET_PATH = True
+                search_api.ONE_TARGET_PATH = True
         return general
 
 

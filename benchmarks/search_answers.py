@@ -22,7 +22,7 @@ import numpy as np
 from direction_up_ik import robo_search_ik_direction_up
 from direction_up_ik.core.backend import warm_up_backend
 from direction_up_ik.core.kinematics import mid_range, random_in_limits
-from direction_up_ik.core.search import warm_up_search
+from direction_up_ik.core.search_api import warm_up_search
 from direction_up_ik.core.targets import full_pose_candidates
 from direction_up_ik.robots import load_robot
 

@@ -15,7 +15,8 @@ from .collision import BodyPart, CollisionGeometryWarning, CollisionReport, Coll
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import IKBatchResult
-from .search import SearchResult, robo_search_ik_direction_up, search_problem, warm_up_search
+from .search import SearchResult, search_problem
+from .search_api import robo_search_ik_direction_up, warm_up_search
 from .settings import SearchSettings, SolverSettings
 from .targets import DirectionUpTarget
 from .xacro_files import xacro_to_urdf

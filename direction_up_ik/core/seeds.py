@@ -14,7 +14,7 @@ does not depend on the targets' end effectors or local axes (a tree per slot
 layout), nor on the current values of the active joints (continuous joints are
 drawn in [-pi, pi], and a seed's periodic joints are shifted by whole turns
 towards the current value, :meth:`SeedLibrary.seeds`). It is built on first use
-(milliseconds, plus the first ``scipy.spatial`` import; ``search.warm_up_search`` does
+(milliseconds, plus the first ``scipy.spatial`` import; ``search_api.warm_up_search`` does
 it ahead) and cached per model (:func:`library_for`). It is drawn from its own fixed generator: its
 seeds are the same whatever the search's ``random_seed``.
 """
@@ -201,7 +201,7 @@ class SeedLibrary:
     def prepare(self, problem: IKProblem) -> None:
         """Build the features, the compiled scan's leaves and the k-d tree of the problem's
         slot layout and its first candidate's constraint pattern ahead of a search
-        (``search.warm_up_search``), so that no search builds them inside its time budget."""
+        (``search_api.warm_up_search``), so that no search builds them inside its time budget."""
         has_direction, has_up = problem.has_direction[0], problem.has_up[0]
         self._index(problem, has_direction, has_up, tree=False)
         self._index(problem, has_direction, has_up, tree=True)

@@ -14,6 +14,7 @@ import pytest
 from direction_up_ik import DirectionUpTarget, robo_search_ik_direction_up
 from direction_up_ik.core import one_target
 from direction_up_ik.core import search as search_module
+from direction_up_ik.core import search_api
 from direction_up_ik.core.errors import DirectionUpIKError
 from direction_up_ik.robots import load_robot
 from helpers import mid_range, random_configurations
@@ -71,10 +72,10 @@ def _both_paths(robot, candidates, monkeypatch, **kwargs):
     """(the general path's search, the one-target path's) of the same call; asserts that the
     second took the one-target path."""
     calls = _GeneralPathCalls(monkeypatch)
-    monkeypatch.setattr(search_module, "ONE_TARGET_PATH", False)
+    monkeypatch.setattr(search_api, "ONE_TARGET_PATH", False)
     general = robo_search_ik_direction_up(robot, candidates, **kwargs)
     assert calls.count == 1
-    monkeypatch.setattr(search_module, "ONE_TARGET_PATH", True)
+    monkeypatch.setattr(search_api, "ONE_TARGET_PATH", True)
     fast = robo_search_ik_direction_up(robot, candidates, **kwargs)
     assert calls.count == 1, "the one-target path was not taken"
     return general, fast
@@ -155,7 +156,7 @@ def test_bad_requests_raise_what_the_general_path_raises(panda, case, monkeypatc
         candidates = [()]
     errors = []
     for path in (False, True):
-        monkeypatch.setattr(search_module, "ONE_TARGET_PATH", path)
+        monkeypatch.setattr(search_api, "ONE_TARGET_PATH", path)
         with pytest.raises(DirectionUpIKError) as info:
             robo_search_ik_direction_up(panda, candidates, **kwargs)
         errors.append((type(info.value), str(info.value)))
@@ -275,6 +276,7 @@ def test_rounds_that_use_up_the_library_go_on_with_random_draws(monkeypatch):
     robot.joint_q[:] = mid_range(robot)
     monkeypatch.setattr(seeds, "LIBRARY_SIZE", 6)
     monkeypatch.setattr(search_module, "LIBRARY_SIZE", 6)
+    monkeypatch.setattr(search_api, "LIBRARY_SIZE", 6)
     rng = np.random.default_rng(4)
     resumed = 0
     for candidate in _targets(robot, rng, 30, 0, "full", True):
