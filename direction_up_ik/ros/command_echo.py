@@ -37,6 +37,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ..core.kinematics import mid_range
 from ..robots import BUNDLED_ROBOTS, DEFAULT_ROBOT, bundled_robot
 from .config import COMMAND_TYPES, ConfigError
+from .log_throttle import LogThrottle
 from .process import run_node
 
 _MESSAGE_TYPES = {"joint_state": JointState, "joint_trajectory": JointTrajectory,
@@ -55,6 +56,7 @@ class CommandEcho(Node):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("command_echo", **kwargs)
+        self._log_throttle = LogThrottle()
         robot_name = self.declare_parameter(
             "robot", DEFAULT_ROBOT, _read_only(f"bundled robot name: {', '.join(sorted(BUNDLED_ROBOTS))}")).value
         self._type = self.declare_parameter(
@@ -94,8 +96,9 @@ class CommandEcho(Node):
     def _take(self, names: Sequence[str], positions: Sequence[float]) -> None:
         """Move the named joints; a message whose lists differ in length is ignored."""
         if len(names) != len(positions):
-            self.get_logger().warning(f"{self._type} command ignored: {len(names)} joints, "
-                                      f"{len(positions)} positions", throttle_duration_sec=5.0)
+            if self._log_throttle.due("lengths", 5.0):
+                self.get_logger().warning(f"{self._type} command ignored: {len(names)} joints, "
+                                          f"{len(positions)} positions")
             return
         for name, value in zip(names, positions):
             if name in self._positions and np.isfinite(value):

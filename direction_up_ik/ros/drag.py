@@ -66,6 +66,7 @@ from direction_up_ik.srv import SolveDirectionUpIK
 from ..collision_shapes import Shape, obstacle_shapes, robot_shapes
 from .config import NodeConfig
 from .conversions import STOP_IN_COLLISION
+from .log_throttle import LogThrottle
 from .interactive_markers import (POSE_EVENTS, InteractiveMarkerServer, matrix_to_pose,
                                   pose_to_matrix)
 
@@ -219,6 +220,7 @@ class DragMarkers:
         self.solve_count = 0
         self.last_response: Optional[SolveDirectionUpIK.Response] = None
         self.last_outcome = None  # the node's StreamOutcome of the last solve
+        self._log_throttle = LogThrottle()  # a drag's warnings (ros/log_throttle.py)
         self.server = InteractiveMarkerServer(node, cfg.markers_namespace, self._on_feedback)
         self._marker_pub = node.create_publisher(
             MarkerArray, "~/markers", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -400,14 +402,13 @@ class DragMarkers:
                     self.server.insert(self._interactive_marker(target))
             self._dirty = True
         self.server.apply_changes()
-        if outcome.held:
-            self._node.get_logger().warning(f"dragged {sorted(dragged)}: {response.message}",
-                                            throttle_duration_sec=1.0)
-        elif not response.success:
+        if outcome.held and self._log_throttle.due("held", 1.0):
+            self._node.get_logger().warning(f"dragged {sorted(dragged)}: {response.message}")
+        elif not outcome.held and not response.success and self._log_throttle.due("unsolved", 1.0):
             detail = "; ".join(f"{n}: {format_errors(v)}" for n, v in errors.items())
             self._node.get_logger().warning(
                 f"dragged {sorted(dragged)}: {response.message}" + (f" ({detail})" if detail else "")
-                + "; nothing published", throttle_duration_sec=1.0)
+                + "; nothing published")
 
     # ------------------------------------------------------------------ messages
     def _interactive_marker(self, target: EndEffectorTarget) -> InteractiveMarker:

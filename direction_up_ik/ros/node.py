@@ -60,6 +60,7 @@ from .conversions import (STOP_IN_COLLISION, RequestError, approach_ends, candid
 from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_collision_scene
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
+from .log_throttle import LogThrottle, prime_caller_lookup
 from .process import run_node
 from .robot_model import check_step_limits, load_group_solvers, load_robot_model, robot_description_text
 from .streaming import CommandMemory, StreamOutcome, approach_steps, first_jump
@@ -99,6 +100,7 @@ class DirectionUpIKNode(Node):
     """The solver node. Raises ConfigError from the constructor on bad configuration."""
 
     def __init__(self, node_name: str = "direction_up_ik_node", **kwargs) -> None:
+        prime_caller_lookup()  # the first log line's cost, off the start-up's path
         super().__init__(node_name, **kwargs)
         for spec in PARAMETERS:
             self._declare(spec)
@@ -129,6 +131,7 @@ class DirectionUpIKNode(Node):
         self.obstacles_version = 0  # ObstacleSet.version once the scene (and the groups) have it
         self.markers: Optional[DragMarkers] = None
         self.commands = CommandMemory()  # last published command, streaming counters
+        self._log_throttle = LogThrottle()  # warnings a stream can repeat (ros/log_throttle.py)
         self.descriptions_received = 0  # messages on robot_description_topic handled
         self._solve_lock = threading.Lock()
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -394,7 +397,8 @@ class DirectionUpIKNode(Node):
         if self._joint_states is None:
             return  # no model yet: its joints are unknown
         for warning in self._joint_states.update(msg.name, msg.position):
-            self.get_logger().warning(warning, throttle_duration_sec=5.0)
+            if self._log_throttle.due("joint_states", 5.0):
+                self.get_logger().warning(warning)
 
     def _on_solve(self, request, response):
         return self.solve(request, response)
@@ -402,9 +406,9 @@ class DirectionUpIKNode(Node):
     def _on_target(self, msg: DirectionUpCandidate) -> None:
         outcome = self.stream(msg, self._config.publish_streaming)
         response = outcome.response
-        if response.error_code not in (Response.SUCCESS, Response.NO_SOLUTION):
-            self.get_logger().warning(f"~/target rejected: {response.message}",
-                                      throttle_duration_sec=2.0)
+        if response.error_code not in (Response.SUCCESS, Response.NO_SOLUTION) \
+                and self._log_throttle.due("target_rejected", 2.0):
+            self.get_logger().warning(f"~/target rejected: {response.message}")
 
     # ------------------------------------------------------------ streaming
     def streaming_start(self) -> Optional[np.ndarray]:
@@ -454,10 +458,11 @@ class DirectionUpIKNode(Node):
                     joint = self._robot.joint_names[jump.joint]
                     response.message += (f"; approaching: {100 * fraction:.0f} % of the way (the target's "
                                          f"solution moves joint '{joint}' by {jump.step:+.3f})")
-                    self.get_logger().warning(
-                        f"streamed target too far for one command ({count} approach steps so far): joint "
-                        f"'{joint}' would step {jump.step:+.3f} > streaming.max_joint_step {jump.limit:g}; "
-                        "commanding steps toward it", throttle_duration_sec=1.0)
+                    if self._log_throttle.due("approach", 1.0):
+                        self.get_logger().warning(
+                            f"streamed target too far for one command ({count} approach steps so far): joint "
+                            f"'{joint}' would step {jump.step:+.3f} > streaming.max_joint_step {jump.limit:g}; "
+                            "commanding steps toward it")
                 jump = None
         if jump is not None:
             held = self.commands.count_held()
@@ -465,8 +470,9 @@ class DirectionUpIKNode(Node):
             detail = (f"joint '{joint}' would step {jump.step:+.3f} (rad or m) > streaming.max_joint_step "
                       f"{jump.limit:g}")
             response.message += f"; held, not published: {detail}"
-            self.get_logger().warning(f"streamed solution held ({held} so far): {detail}; the stream "
-                                      "goes on from the last command", throttle_duration_sec=1.0)
+            if self._log_throttle.due("held", 1.0):
+                self.get_logger().warning(f"streamed solution held ({held} so far): {detail}; the stream "
+                                          "goes on from the last command")
             return StreamOutcome(response, start, jump, False)
         if publish:
             self.publish_command(q)
