@@ -73,7 +73,7 @@ request.initial_state = JointState(name=list(robot.joint_names), position=[float
 client.wait_for_service()
 while True:
     future = client.call_async(request)
-    executor.spin_until_future_complete(future, timeout_sec=2.0)
+    executor.spin_until_future_complete(future, timeout_sec=0.25)
     if future.done():
         break
     client.remove_pending_request(future)
