@@ -14,7 +14,7 @@ import workers
 # Before any test module reads ROS_DOMAIN_ID (node_harness.domain_id, the rclpy contexts).
 workers.set_worker_domain()
 
-from direction_up_ik.core.backend import warm_up_backend  # noqa: E402
+from direction_up_ik.core.backend import KERNELS_READY, kernel_state, warm_up_backend  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 
 
@@ -24,11 +24,14 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise as collected
 
 
-@pytest.fixture(scope="session", autouse=True)
-def compiled_kernels():
-    """The compiled kernels, ready before the first test: "auto" solves with them in the test
-    process from the start (a cold cache compiles them here, once; core/backend.py)."""
-    return warm_up_backend()
+@pytest.fixture(autouse=True)
+def compiled_kernels(request):
+    """The compiled kernels, ready before each test: "auto" solves with them in the test
+    process (a cold cache compiles them here, once; core/backend.py). Tests marked
+    without_kernels (a colcon build) start at once, so on a fresh clone they run while the
+    kernels compile instead of waiting for them."""
+    if request.node.get_closest_marker("without_kernels") is None and kernel_state() != KERNELS_READY:
+        warm_up_backend()
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# Slow, and independent of the test process's kernels: on a fresh clone it runs while they compile.
+pytestmark = [pytest.mark.slow, pytest.mark.without_kernels]
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "direction_up_ik"
