@@ -60,8 +60,9 @@ def compiled_module():
 
 def backend_env() -> Optional[str]:
     """``os.environ.get(BACKEND_ENV)``, read on every solve. Where the variable is not set (the
-    usual case), ``os.environ.get`` raises and catches a KeyError inside, about 3 us on this
-    machine; on POSIX the mapping's own dict of encoded names tells that in a look-up."""
+    usual case), ``os.environ.get`` raises and catches a KeyError inside, a cost a one-target
+    search notices (docs/performance.md); on POSIX the mapping's own dict of encoded names
+    tells that in a look-up."""
     encoded = getattr(os.environ, "_data", None) if os.name == "posix" else None
     if encoded is not None and _BACKEND_ENV_KEY not in encoded:
         return None
