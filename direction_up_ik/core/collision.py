@@ -42,7 +42,8 @@ from .collision_parts import (SOLID_BOX, CollisionGeometryWarning, PairArrays, P
                               _build_arrays, _geometry_key, _link_collision_parts, _obstacle_parts, _Part,
                               _parts_of, _read_srdf_disabled, _read_xml, _urdf_error)
 from .errors import InputValidationError
-from .kinematics import RobotKinematics, random_in_limits, validate_transform
+from .kinematics import RobotKinematics, random_in_limits
+from .rotations import validate_transform
 from .urdf_loader import is_xml_text, parse_urdf
 
 __all__ = ["BodyPart", "CollisionGeometryWarning", "CollisionReport", "CollisionScene", "Obstacle"]

@@ -19,7 +19,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from .errors import InputValidationError, RobotModelError
-from .rotations import make_transform, rpy_to_matrix, skew
+from .rotations import make_transform, rpy_to_matrix, skew, validate_transform
 from .urdf_loader import UrdfKinematics, parse_urdf
 from .xacro_files import is_xacro_path, xacro_to_urdf
 
@@ -27,34 +27,6 @@ _REVOLUTE = 0
 _PRISMATIC = 1
 #: ``KernelArrays.node_type`` of a revolute (or continuous) joint.
 NODE_REVOLUTE = _REVOLUTE
-
-
-def validate_transform(xform, field: str, error=InputValidationError) -> np.ndarray:
-    """Check a (4, 4) rigid transform and return it as a read-only float64 copy.
-
-    Raises ``error`` naming ``field`` when it is not finite, not 4x4, its last row
-    is not (0, 0, 0, 1) or its rotation is not orthonormal with determinant +1
-    (tolerance 1e-6).
-    """
-    try:
-        complex_values = bool(np.iscomplexobj(xform))
-        t = None if complex_values else np.array(xform, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        raise error(field, "must be a 4x4 numeric transform") from None
-    if complex_values:
-        raise error(field, "must be a 4x4 real transform, got complex values")
-    if t.shape != (4, 4):
-        raise error(field, f"must have shape (4, 4), got {t.shape}")
-    if not np.all(np.isfinite(t)):
-        raise error(field, "must contain only finite values")
-    if not np.allclose(t[3], (0.0, 0.0, 0.0, 1.0), atol=1e-9):
-        raise error(field, "last row must be (0, 0, 0, 1)")
-    r = t[:3, :3]
-    if np.max(np.abs(r)) > 1.0 + 1e-6 or not np.allclose(r @ r.T, np.eye(3), atol=1e-6) \
-            or np.linalg.det(r) < 0.0:
-        raise error(field, "rotation part must be orthonormal with determinant +1")
-    t.setflags(write=False)
-    return t
 
 
 def mid_range(robot: "RobotKinematics") -> np.ndarray:

@@ -17,7 +17,8 @@ import numpy as np
 
 from .errors import (CandidateStructureError, InputTypeError, InputValidationError,
                      JointLimitError, LocalAxisConfigurationError, UnsupportedDeviceError)
-from .kinematics import NODE_REVOLUTE, RobotKinematics, validate_transform
+from .kinematics import NODE_REVOLUTE, RobotKinematics
+from .rotations import validate_transform
 from .settings import SolverSettings
 from .targets import DirectionUpTarget
 

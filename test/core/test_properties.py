@@ -364,7 +364,7 @@ def test_zero_dim_arrays_are_validation_errors(make):
         make(robot)
 
 
-# Regression (found by the property tests): kinematics.validate_transform warns before it validates:
+# Regression (found by the property tests): rotations.validate_transform warns before it validates:
 # a complex  root_world_xform gives ComplexWarning and is accepted with its imaginary part dropped;
 # 1e308 in the rotation gives 'overflow encountered in matmul'
 @pytest.mark.parametrize("xform", [
