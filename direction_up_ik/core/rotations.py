@@ -37,6 +37,19 @@ def matrix_to_rpy(rotation: np.ndarray) -> np.ndarray:
     return np.array([np.arctan2(r[2, 1], r[2, 2]), pitch, np.arctan2(r[1, 0], r[0, 0])])
 
 
+def quaternion_to_matrix(xyzw) -> np.ndarray:
+    """Rotation matrix (3, 3) of a quaternion ``(x, y, z, w)`` (the ``geometry_msgs``
+    order), normalised first. The caller rejects non-finite or zero quaternions."""
+    x, y, z, w = (float(v) for v in xyzw)
+    n = np.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / n, y / n, z / n, w / n
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
 def make_transform(rotation=None, translation=None) -> np.ndarray:
     """Homogeneous transform (4, 4) from a (3, 3) rotation and a (3,) translation."""
     t = np.eye(4)

@@ -40,13 +40,12 @@ from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from ..core import (CollisionScene, DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem,
                     search_problem, solve_problem, warm_up_search)
 from ..core.backend import prepare_kernels
 from ..core.limits import LIMIT_TOLERANCE, clamp_to_limits, float32_within_limits
-from ..core.rotations import make_transform, rpy_to_matrix
+from ..core.rotations import make_transform, quaternion_to_matrix, rpy_to_matrix
 from .kinematics_yaml import GroupKinematicsConfig
 from .srdf import chain_links
 
@@ -397,7 +396,7 @@ class GroupIK:
         position, quat = _pose_arrays(pose)
         if not (np.all(np.isfinite(position)) and np.all(np.isfinite(quat))) or np.linalg.norm(quat) < 1e-9:
             raise ValueError("position and orientation must be finite with a non-zero quaternion")
-        return self._target_at(ee, position, Rotation.from_quat(quat).as_matrix())
+        return self._target_at(ee, position, quaternion_to_matrix(quat))
 
     def _target_at(self, ee: int, position: np.ndarray, rot: np.ndarray) -> DirectionUpTarget:
         """The group's target (its mode and local axes) for tip ``ee`` at this pose (m, (3, 3))."""

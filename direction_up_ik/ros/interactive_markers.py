@@ -41,6 +41,8 @@ from visualization_msgs.msg import (InteractiveMarker, InteractiveMarkerFeedback
                                     InteractiveMarkerPose, InteractiveMarkerUpdate)
 from visualization_msgs.srv import GetInteractiveMarkers
 
+from ..core.rotations import quaternion_to_matrix
+
 #: QoS of ``<ns>/update``: what RViz's client subscribes with (rclcpp::QoS(100)).
 UPDATE_QOS = QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
                         reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
@@ -67,15 +69,10 @@ def pose_to_matrix(pose: Pose) -> np.ndarray:
     if not np.all(np.isfinite(values)):
         raise ValueError(f"pose: every component must be finite, got position ({p.x}, {p.y}, {p.z}) "
                          f"orientation ({o.x}, {o.y}, {o.z}, {o.w})")
-    x, y, z, w = values[3:]
-    norm = math.sqrt(x * x + y * y + z * z + w * w)
-    if norm < 1e-9:
+    if math.sqrt(float(np.dot(values[3:], values[3:]))) < 1e-9:
         raise ValueError("pose.orientation: the quaternion must not be zero")
-    x, y, z, w = x / norm, y / norm, z / norm, w / norm
     out = np.eye(4)
-    out[:3, :3] = [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                   [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                   [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+    out[:3, :3] = quaternion_to_matrix(values[3:])
     out[:3, 3] = values[:3]
     return out
 

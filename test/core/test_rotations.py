@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from direction_up_ik.core.rotations import (align_vector, axis_error, orthogonal_unit,
-                                            rpy_to_matrix, matrix_to_rpy)
+from direction_up_ik.core.rotations import (align_vector, axis_error, matrix_to_rpy, orthogonal_unit,
+                                            quaternion_to_matrix, rpy_to_matrix)
 
 
 def _unit(v):
@@ -72,3 +72,15 @@ def test_rpy_round_trip():
         np.testing.assert_allclose(matrix_to_rpy(rpy_to_matrix(rpy)), rpy, atol=1e-12)
     # URDF convention: R = Rz(yaw) Ry(pitch) Rx(roll); yaw of pi/2 maps x to y.
     np.testing.assert_allclose(rpy_to_matrix([0, 0, np.pi / 2]) @ [1, 0, 0], [0, 1, 0], atol=1e-15)
+
+
+def test_quaternion_to_matrix_is_scipys_rotation_of_the_normalised_quaternion():
+    # (x, y, z, w) as geometry_msgs orders it; unnormalised inputs are normalised first.
+    from scipy.spatial.transform import Rotation
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        q = rng.normal(size=4) * rng.uniform(0.1, 10.0)
+        np.testing.assert_allclose(quaternion_to_matrix(q), Rotation.from_quat(q).as_matrix(), atol=1e-12)
+    np.testing.assert_array_equal(quaternion_to_matrix((0.0, 0.0, 0.0, 2.0)), np.eye(3))
+    half_turn_about_z = quaternion_to_matrix((0.0, 0.0, 1.0, 0.0))
+    np.testing.assert_allclose(half_turn_about_z, np.diag([-1.0, -1.0, 1.0]), atol=1e-15)
