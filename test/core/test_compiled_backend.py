@@ -670,12 +670,14 @@ def test_own_sincos_is_within_one_and_a_half_ulp():
 def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_definite():
     """The step's L D L^T solve (``Config.fast_math``) gives numpy's solution of damped
     normal equations to rounding; an indefinite matrix makes it return False, and the
-    limited DLS step then still solves by LU, with the same step as the LU-only step."""
-    @numba.njit
-    def kernel_ldl(a, x):
-        return dls_step.ldl_solve(a, x)
+    limited DLS step then still solves by LU, with the same step as the LU-only step.
 
-    @numba.njit
+    Runs the helpers' source as plain Python (it is what numba compiles; compiling two test
+    kernels here cost more than the rest of this module). The compiled L D L^T path is
+    checked against numpy by test_numba_matches_numpy's analytic cases, whose kernels solve
+    by it."""
+    kernel_ldl = dls_step.ldl_solve
+
     def kernel_step(jac, r, q, lower, upper, ldl, step, fixed, damping):
         a = jac.shape[0]
         return dls_step.limited_dls_step(damping, 1.5, np.arange(a), lower, upper, jac, r, q, np.empty((a, a)),
