@@ -1071,15 +1071,21 @@ def test_healthy_node_process_loads_yaml_and_exits_0_on_sigint_and_sigterm():
 
 # ----------------------------------------------------------------------------- 7. demo
 @pytest.mark.slow
-def test_demo_main_job_exits_0():
+def test_demo_main_job_exits_0_and_draws_its_plot(tmp_path):
+    """``python -m direction_up_ik.demo --plot out.png`` (own process, private domain): the
+    published command equals the chosen candidate, and the picture of it is written (one
+    run for both: a demo run starts a node)."""
     import subprocess
     import sys
 
-    domain = private_domain_id()
-    # Hang catchers only (~4 s on a quiet machine; a node start on a loaded one takes far longer).
-    result = subprocess.run([sys.executable, "-m", "direction_up_ik.demo", "--timeout", "300"], cwd=REPO,
-                            env=subprocess_env(domain), capture_output=True, text=True, timeout=600)
+    out = tmp_path / "demo.png"
+    # Hang catchers only (~8 s on a quiet machine; a node start on a loaded one takes far longer).
+    command = [sys.executable, "-m", "direction_up_ik.demo", "--timeout", "300", "--plot", str(out)]
+    result = subprocess.run(command, cwd=REPO, env=subprocess_env(private_domain_id()), capture_output=True,
+                            text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "published command equals candidate" in result.stdout, output
     assert "Traceback" not in output
+    assert f"wrote {out}" in result.stdout
+    assert out.stat().st_size > 20_000
