@@ -1,0 +1,104 @@
+"""Wall and CPU time per target of one batched search call (a benchmark, not a test).
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_batch.py [--targets 1000] [--calls 11]
+        [--robots panda_like ur5_like dual_arm_torso] [--targets-set random] [--json F]
+
+Per robot and start (the middle of the limits, and a random state), the targets of
+``bench_peers.py`` (same seed, same sets) go to one ``robo_search_ik_direction_up(num_seeds=4,
+max_rounds=5)`` call, as ``bench_peers``' batched search does; ``--calls`` calls are timed
+after a warm-up call, each with the wall clock and the process's CPU clock (all threads).
+Prints per cell the median of both per target (µs), their ratio (about the number of threads
+busy), the success rate under the Pinocchio judge of ``bench_peers`` and the goal of issue 27
+(wall <= 10 µs and CPU <= 20 µs per target for one arm, wall <= 30 µs for the dual arm;
+every target solved). The machine is shared: report its load with the figures
+(``docs/performance.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Dict, List
+
+import numpy as np
+
+import bench_peers
+from direction_up_ik.core import robo_search_ik_direction_up, warm_up_backend, warm_up_search
+
+DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
+#: Goals per target (issue 27 point 2): (wall µs, CPU µs or None), by number of end effectors.
+GOALS_US = {1: (10.0, 20.0), 2: (30.0, None)}
+
+
+def time_calls(call, calls: int) -> Dict[str, float]:
+    """Medians over ``calls`` calls of ``call()``: wall and process CPU seconds, and the last result."""
+    walls, cpus = [], []
+    result = None
+    for _ in range(calls):
+        c0, w0 = time.process_time(), time.perf_counter()
+        result = call()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return dict(wall_s=float(np.median(walls)), cpu_s=float(np.median(cpus)),
+                wall_min_s=float(np.min(walls)), result=result)
+
+
+def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str, calls: int) -> Dict:
+    """One robot and start: the batched search timed ``calls`` times, judged once."""
+    robot = problem.robot
+    robot.joint_q[:] = problem.starts[start]
+    kw = dict(max_position_error=bench_peers.MAX_POSITION_ERROR, num_seeds=bench_peers.BATCH_NUM_SEEDS,
+              max_rounds=bench_peers.BATCH_MAX_ROUNDS, **problem.tolerances)
+    robo_search_ik_direction_up(robot, problem.warmup_candidates, **kw)
+    warm_up_search(robot, problem.warmup_candidates)
+    timing = time_calls(lambda: robo_search_ik_direction_up(robot, problem.candidates, **kw), calls)
+    verdict = judge.evaluate(timing.pop("result").result.joint_q.astype(np.float64))
+    n = problem.n
+    wall_us, cpu_us = 1e6 * timing["wall_s"] / n, 1e6 * timing["cpu_s"] / n
+    goal_wall, goal_cpu = GOALS_US[min(robot.num_end_effectors, 2)]
+    success = float(np.mean(verdict["success"]))
+    met = wall_us <= goal_wall and (goal_cpu is None or cpu_us <= goal_cpu) and success == 1.0
+    return dict(robot=problem.name, start=start, target_set=problem.target_set, targets=n, calls=calls,
+                wall_us=round(wall_us, 2), cpu_us=round(cpu_us, 2),
+                wall_min_us=round(1e6 * timing["wall_min_s"] / n, 2),
+                cpu_per_wall=round(cpu_us / wall_us, 2), success_rate=success,
+                goal_wall_us=goal_wall, goal_cpu_us=goal_cpu, goal_met=bool(met))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=11, help="timed calls per cell (median)")
+    parser.add_argument("--seed", type=int, default=2026, help="bench_peers' target seed")
+    parser.add_argument("--robots", nargs="+", default=list(DEFAULT_ROBOTS))
+    parser.add_argument("--targets-set", default="random", choices=list(bench_peers.TARGET_SETS))
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    warm_up_backend()
+    threads = os.environ.get("NUMBA_NUM_THREADS", "numba's default")
+    print(f"batched search, {args.targets} targets per call, median of {args.calls} calls; "
+          f"NUMBA_NUM_THREADS {threads}; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'robot / start':32s} {'wall µs':>8s} {'CPU µs':>8s} {'CPU/wall':>8s} {'success':>8s}  goal")
+    rows: List[Dict] = []
+    for name in args.robots:
+        problem = bench_peers.Problem(name, args.targets, args.seed, args.targets_set)
+        judge = bench_peers.Judge(problem)
+        for start in bench_peers.STARTS:
+            row = run_cell(problem, judge, start, args.calls)
+            rows.append(row)
+            cpu_goal = "" if row["goal_cpu_us"] is None else f", CPU <= {row['goal_cpu_us']:g}"
+            print(f"{name + ' / ' + start:32s} {row['wall_us']:8.2f} {row['cpu_us']:8.2f} "
+                  f"{row['cpu_per_wall']:8.2f} {100 * row['success_rate']:7.1f}%  "
+                  f"{'met' if row['goal_met'] else 'missed'} (wall <= {row['goal_wall_us']:g}{cpu_goal}, all solved)",
+                  flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(dict(rows=rows, load_average=os.getloadavg()), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
