@@ -75,6 +75,9 @@ def colcon_install(tmp_path_factory) -> Path:
     _copy_sources(workspace / "src" / PACKAGE)
     env = _underlay_env()
     env["COLCON_HOME"] = str(workspace / ".colcon")  # no user-level colcon defaults
+    # colcon runs make with -j<cores> -l<cores>: with the other test workers busy, the load
+    # limit keeps make at one job, and this build, the suite's longest test, takes twice as long.
+    env["MAKEFLAGS"] = f"-j{os.cpu_count() or 1}"
     command = [
         str(colcon),
         "--log-base",
