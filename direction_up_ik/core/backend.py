@@ -27,6 +27,7 @@ import numpy as np
 
 from .errors import InputValidationError
 from .problem import IKProblem
+from .processes import background_compile_child
 from .result import IKBatchResult
 from .solver import solve_reference
 
@@ -93,6 +94,7 @@ class _Preparation:
         self.error = ""
         self.callbacks: List[Callable[[Optional[float], str], None]] = []
         self.child: Optional[subprocess.Popen] = None
+        self.stopped = False  # stop_preparing() was called: start no compile
 
 
 _preparation = _Preparation()
@@ -179,6 +181,7 @@ def prepare_kernels(on_ready: Optional[Callable[[Optional[float], str], None]] =
             _preparation.callbacks.append(on_ready)
         if state == KERNELS_COLD:
             _preparation.state = state = KERNELS_PREPARING
+            _preparation.stopped = False
             threading.Thread(target=_prepare, name="direction_up_ik_kernels", daemon=True).start()
     if on_ready is not None and state not in (KERNELS_COLD, KERNELS_PREPARING):
         on_ready(_preparation.seconds, _preparation.error if state == KERNELS_FAILED else
@@ -187,9 +190,11 @@ def prepare_kernels(on_ready: Optional[Callable[[Optional[float], str], None]] =
 
 
 def stop_preparing() -> None:
-    """End a running background compile (its child process); "auto" stays on numpy. A server
-    calls it when it shuts down, so that no compile outlives it."""
-    child = _preparation.child
+    """End a running background compile (its child process) and start none later; "auto"
+    stays on numpy. A server calls it when it shuts down, so that no compile outlives it."""
+    with _preparation.lock:  # the child is started under this lock: none is on its way
+        _preparation.stopped = True
+        child = _preparation.child
     if child is not None and child.poll() is None:
         child.terminate()
 
@@ -205,9 +210,13 @@ def _prepare() -> None:
         if module.cache_folder() is not None and not module.cache_is_warm():
             env = dict(os.environ)
             env.setdefault("OPENBLAS_NUM_THREADS", "1")
-            _preparation.child = subprocess.Popen(
-                [sys.executable, "-m", "direction_up_ik.precompile", "--quiet"], env=env,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_background_priority)
+            with _preparation.lock:
+                if _preparation.stopped:
+                    raise RuntimeError("the compile was stopped before it started")
+                _preparation.child = subprocess.Popen(
+                    [sys.executable, "-m", "direction_up_ik.precompile", "--quiet"], env=env,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    preexec_fn=background_compile_child)
             _, errors = _preparation.child.communicate()
             if _preparation.child.returncode != 0:
                 if _preparation.child.returncode < 0:  # stopped (stop_preparing)
@@ -220,15 +229,6 @@ def _prepare() -> None:
         _finish(KERNELS_FAILED, None, f"{type(exc).__name__}: {exc}")
         return
     _finish(KERNELS_READY, time.perf_counter() - start, "")
-
-
-def _background_priority() -> None:
-    """In the compile's child before exec: a lower CPU priority (nice 10), so that the process
-    that started it (a node building its model and answering with numpy) keeps the cores."""
-    try:
-        os.nice(10)
-    except (AttributeError, OSError):  # not POSIX, or not allowed: the default priority
-        pass
 
 
 def _finish(state: str, seconds: Optional[float], error: str) -> None:

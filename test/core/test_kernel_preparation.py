@@ -58,3 +58,32 @@ def test_kernel_state_does_not_wait_for_the_background_import_of_numba(monkeypat
     monkeypatch.setattr(backend._preparation, "state", backend.KERNELS_PREPARING)
     monkeypatch.delenv("DIRECTION_UP_IK_BACKEND", raising=False)
     assert backend.kernel_state() == backend.KERNELS_PREPARING
+
+
+def test_a_stop_before_the_compile_child_starts_starts_none(monkeypatch):
+    """stop_preparing() that comes while the background thread has not yet started its compile
+    child (a server shut down within its first moments): no child is started afterwards, so
+    none outlives the server; "auto" stays on numpy."""
+    from direction_up_ik.core import backend
+
+    class ColdCache:
+        def cache_folder(self):
+            return "/nonexistent"
+
+        def cache_is_warm(self):
+            return False
+
+    started = []
+
+    def no_child(*args, **_kwargs):
+        started.append(args)
+        raise OSError("no compile child in this test")
+    monkeypatch.setattr(backend, "_usable_module", ColdCache)
+    monkeypatch.setattr(backend.subprocess, "Popen", no_child)
+    monkeypatch.setattr(backend, "_preparation", backend._Preparation())
+    backend._preparation.state = backend.KERNELS_PREPARING  # as prepare_kernels() leaves it
+    backend.stop_preparing()
+    backend._prepare()
+    assert started == []
+    assert backend._preparation.state == backend.KERNELS_FAILED
+    assert "stopped" in backend._preparation.error

@@ -9,9 +9,7 @@ chunk of candidates; :func:`warm_up` compiles (or loads from the disk cache) eve
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +22,7 @@ import numpy as np
 
 from ..errors import NumericalFailure
 from ..kinematics import RobotKinematics
+from ..processes import die_with_parent
 from ..problem import IKProblem, build_problem
 from ..result import IKBatchResult, frozen_instance
 from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES,
@@ -562,12 +561,4 @@ def _compile_collision_aside() -> Optional[subprocess.Popen]:
         return None
     code = "from direction_up_ik.core.compiled import collision; collision.warm_up()"
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when its parent ends (prctl PR_SET_PDEATHSIG)."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
-    except (AttributeError, OSError):  # not Linux: the child may outlive a stopped parent
-        pass
+                            stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
