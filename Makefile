@@ -6,8 +6,10 @@ PYTHON := $(VENV)/bin/python
 # Keep test nodes on this machine and apart from other ROS graphs: the test workers use
 # ROS_DOMAIN_ID, ROS_DOMAIN_ID + 1, ... (test/workers.py).
 ROS_DOMAIN_ID ?= 77
-# pytest-xdist worker processes (0: none, the tests run in pytest's own process).
-TEST_WORKERS ?= 2
+# pytest-xdist worker processes (0: none, the tests run in pytest's own process). One more than
+# the cores: many tests wait on node processes and discovery, and a third worker uses that time
+# (docs/performance.md).
+TEST_WORKERS ?= 3
 PYTEST_ARGS ?=
 
 venv:
