@@ -103,7 +103,8 @@ def test_there_are_no_import_cycles():
 
 def _fresh(code: str) -> dict:
     """Run ``code`` in a fresh interpreter; its last stdout line is JSON."""
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
