@@ -44,7 +44,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .backend import batch_threads, compiled_backend, compiled_module, solve_problem
-from .collision import CollisionScene
+from .collision import CollisionReport, CollisionScene
 from .errors import InputValidationError, NumericalFailure
 from .problem import IKProblem
 from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult
@@ -85,6 +85,9 @@ class SearchResult:
         clearance: (B,) float64 metres, with a ``collision_scene``: the clearance
             (``CollisionReport.clearance``) of each candidate's returned ``joint_q``, > 0 for
             every success; NaN without a scene (not checked).
+        closest_pair: (B,) tuples (body, body), with a ``collision_scene``: the pair
+            (link or obstacle names) at that clearance (``CollisionReport.closest_pair`` of the
+            returned ``joint_q``); ("", "") without a scene or where no pair is checked.
     """
 
     result: IKBatchResult
@@ -95,7 +98,18 @@ class SearchResult:
     timed_out: bool
     iterations: np.ndarray
     clearance: Optional[np.ndarray] = None
+    closest_pair: Optional[tuple] = None
 
+    def collision_report(self) -> CollisionReport:
+        """The :class:`~.collision.CollisionReport` of the returned ``joint_q`` (B, D), as the
+        scene's ``check`` of them gives it, from what the search checked (a search with a
+        ``collision_scene``; without one every clearance is NaN and so not collision-free)."""
+        return CollisionReport(collision_free=self.clearance > 0.0, clearance=self.clearance,
+                               closest_pair=self.closest_pair)
+
+
+#: The ``closest_pair`` of a candidate searched without a collision scene.
+NO_PAIR = ("", "")
 
 _thread_local = threading.local()
 
@@ -215,7 +229,8 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
                               seeding=seeding)
     if collision_scene is None:
         found = _search_problem(problem, options, accept, None)
-        return dataclasses.replace(found, clearance=np.full(problem.num_candidates, np.nan))
+        return dataclasses.replace(found, clearance=np.full(problem.num_candidates, np.nan),
+                                   closest_pair=(NO_PAIR,) * problem.num_candidates)
     return _collision_search(problem, options, accept, _checked_scene(problem, collision_scene))
 
 
@@ -239,7 +254,7 @@ def _collision_search(problem: IKProblem, options, accept: Optional[AcceptFn], s
     first = _search_problem(problem, options, accept, None)
     report = scene.check(first.result.joint_q)
     redo = np.flatnonzero((first.result.success == 1) & ~report.collision_free)
-    clearance = report.clearance
+    clearance, pairs = report.clearance, report.closest_pair
     if len(redo):
         left = None
         if options.time_budget is not None:
@@ -248,14 +263,20 @@ def _collision_search(problem: IKProblem, options, accept: Optional[AcceptFn], s
         again = _search_problem(problem.select(redo), dataclasses.replace(options, time_budget=left), accept,
                                 scene.collision_free)
         first = _splice(problem, options.selection, first, again, redo)
+        checked = scene.check(again.result.joint_q)
         clearance = clearance.copy()
-        clearance[redo] = scene.check(again.result.joint_q).clearance
+        clearance[redo] = checked.clearance
+        pairs = list(pairs)
+        for i, row in enumerate(redo.tolist()):
+            pairs[row] = checked.closest_pair[i]
+        pairs = tuple(pairs)
     result = first.result
     reasons = tuple(STOP_IN_COLLISION if (reason == STOP_CONVERGED and not ok and gap <= 0.0) else reason
                     for reason, ok, gap in zip(result.stop_reason, result.success.tolist(), clearance.tolist()))
     if reasons != result.stop_reason:
         result = dataclasses.replace(result, stop_reason=reasons)
-    return dataclasses.replace(first, result=result, clearance=clearance, elapsed_s=time.perf_counter() - start)
+    return dataclasses.replace(first, result=result, clearance=clearance, closest_pair=pairs,
+                               elapsed_s=time.perf_counter() - start)
 
 
 def _splice(problem: IKProblem, selection: str, found: SearchResult, again: SearchResult,

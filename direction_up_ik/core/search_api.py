@@ -22,7 +22,7 @@ from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
 from .result import frozen_instance
 from . import search as engine  # its module attributes: tests switch paths there
-from .search import AcceptFn, SearchResult, _Compiled
+from .search import NO_PAIR, AcceptFn, SearchResult, _Compiled
 from .seeds import LIBRARY_SIZE, library_for
 from .settings import SEARCH_SOLVER_DEFAULTS, search_settings, solver_settings
 from .targets import DirectionUpTarget
@@ -167,7 +167,7 @@ def _search_one_target(robot, candidates, device, settings, options) -> Optional
         result, timed_out = out.result, out.timed_out
     return frozen_instance(SearchResult, result=result, rounds=out.rounds, starts=out.starts,
                            successes=out.successes, elapsed_s=time.perf_counter() - start, timed_out=timed_out,
-                           iterations=out.iterations, clearance=_NO_CLEARANCE.copy())
+                           iterations=out.iterations, clearance=_NO_CLEARANCE.copy(), closest_pair=(NO_PAIR,))
 
 
 def robo_search_ik_direction_up(

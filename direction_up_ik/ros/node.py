@@ -593,14 +593,15 @@ class DirectionUpIKNode(Node):
                 problem = build_problem(self._robot, targets, active, "cpu", None, settings)
                 if search is None:
                     result, totals = solve_problem(problem), (None, None)
+                    # The spec's single start is judged here.
+                    report = None if scene is None else scene.check(result.joint_q)
                 else:
+                    # The search chose collision-free successes and checked its answers already.
                     found = search_problem(problem, **search, collision_scene=scene)
                     result, totals = found.result, (found.iterations, found.starts)
-                if scene is None:
+                    report = None if scene is None else found.collision_report()
+                if report is None:
                     return result, names, totals, None
-                # The search chose collision-free successes already; the spec's single start is
-                # judged here. Either way the report gives every candidate's clearance.
-                report = scene.check(result.joint_q)
                 return with_collisions(result, report), names, totals, report
             except JointLimitError as exc:
                 raise RequestError(Response.JOINT_STATE_OUT_OF_LIMITS, str(exc)) from None

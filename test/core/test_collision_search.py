@@ -69,7 +69,15 @@ def test_every_success_is_collision_free_and_reports_its_clearance():
     assert ok.sum() >= 10
     assert report.collision_free[ok].all()
     plain = robo_search_ik_direction_up(robot, candidates, max_position_error=0.03, num_seeds=4, max_rounds=3)
-    assert not scene.check(plain.result.joint_q[plain.result.success == 1]).collision_free.all()
+    redone = (plain.result.success == 1) & ~scene.check(plain.result.joint_q).collision_free
+    assert redone.any()  # so the answers of the second pass are among those compared below
+    # The pair at each answer's clearance, as a check of the answers gives it (the node reports
+    # it without checking again).
+    assert found.closest_pair == report.closest_pair
+    assert all(pair != ("", "") for pair in found.closest_pair)
+    again = found.collision_report()
+    np.testing.assert_array_equal(again.collision_free, report.collision_free)
+    assert again.closest_pair == report.closest_pair
 
 
 def test_a_target_inside_an_obstacle_fails_in_collision():
@@ -82,6 +90,7 @@ def test_a_target_inside_an_obstacle_fails_in_collision():
                                         collision_scene=scene)
     assert found.result.success[0] == 0 and found.result.best_index is None
     assert found.result.stop_reason[0] == STOP_IN_COLLISION and found.clearance[0] < 0.0
+    assert "block" in found.closest_pair[0]
     assert found.starts[0] > 1  # the seeds went on while the solutions collided
 
 
@@ -94,6 +103,9 @@ def test_without_a_scene_nothing_changes():
     np.testing.assert_array_equal(a.result.joint_q, b.result.joint_q)
     assert a.result.stop_reason == b.result.stop_reason and a.rounds == b.rounds
     assert np.isnan(a.clearance).all() and a.clearance.shape == (8,)
+    assert a.closest_pair == (("", ""),) * 8 and not a.collision_report().collision_free.any()
+    one = robo_search_ik_direction_up(robot, [targets_at(robot, states[0], ee_ids=[0])], max_position_error=0.03)
+    assert one.closest_pair == (("", ""),) and np.isnan(one.clearance).all()
 
 
 def test_a_scene_of_another_robot_is_refused():

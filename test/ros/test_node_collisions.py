@@ -116,6 +116,28 @@ def test_an_obstacle_on_the_least_motion_solution_gives_a_collision_free_answer(
     assert_reaches(MODEL, q, {0: MODEL.tcp_transforms(GOAL)[0], 1: MODEL.tcp_transforms(GOAL)[1]})
 
 
+def test_the_search_answer_is_checked_once(ros, monkeypatch):
+    """With the search, the node reports the clearance and closest pair the search found for its
+    answer (``SearchResult.collision_report``) instead of checking the answer again: one check
+    per request, and the same report a check of the answered state gives."""
+    node = dual_node(ros)
+    checks = []
+    check = CollisionScene.check
+
+    def counting(scene, joint_q):
+        checks.append(len(np.atleast_2d(joint_q)))
+        return check(scene, joint_q)
+    monkeypatch.setattr(CollisionScene, "check", counting)
+    answer = node.solve(goal_request())
+    assert answer.error_code == Response.SUCCESS and answer.collisions_checked, answer.message
+    assert checks == [1]  # the search's check of its one candidate; none by the node after it
+    monkeypatch.setattr(CollisionScene, "check", check)
+    result = answer.results[0]
+    report = node.node._scene.check(np.array(result.joint_positions, dtype=np.float32))
+    assert result.collision_free == bool(report.collision_free[0])
+    assert result.clearance == report.clearance[0] and tuple(result.closest_pair) == report.closest_pair[0]
+
+
 def test_every_solution_colliding_has_its_own_code(ros):
     """A box around the left target: the hand can reach it only inside the box. The search and
     the spec's single start both answer IN_COLLISION, the candidate's stop reason in_collision,
