@@ -1,15 +1,15 @@
-"""The arrays of a one-target search, kept between calls.
+"""The arrays of a one-candidate search, kept between calls.
 
-A search of one candidate with one target is the usual call of a planner or a teleop loop,
-and most of its time was Python around kernel calls of a few microseconds: validating and
-packing the request into an :class:`~.problem.IKProblem`, the kernel's arrays, the result
-(docs/performance.md, "One target"). :func:`layout_of` recognises such a request and gives
-the arrays kept for its slot layout (``compiled.OneCandidate``, one per thread, robot and
-layout), into which a call writes its start state and target; the search
-(``search._search_one_target``) runs the same kernels on the same values as for a built
-problem, so the answers are the same. Requests it does not cover (several candidates or
-targets, explicit local axes, the numpy backend, a start outside the limits ...) are left to
-the general path, which also raises the errors of bad input.
+A search of one candidate is the usual call of a planner, a teleop loop or the node: one
+target, or one per end effector of a dual arm. Most of its time was Python around kernel
+calls of a few microseconds: validating and packing the request into an
+:class:`~.problem.IKProblem`, the kernel's arrays, the result (docs/performance.md, "One
+target"). :func:`layout_of` recognises such a request and gives the arrays kept for its slot
+layout (``compiled.OneCandidate``, one per thread, robot and layout), into which a call writes
+its start state and targets; the search (``search_api._search_one_target``) runs the same
+kernels on the same values as for a built problem, so the answers are the same. Requests it
+does not cover (several candidates, explicit local axes, the numpy backend, a start outside
+the limits ...) are left to the general path, which also raises the errors of bad input.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _thread_local = threading.local()
 
 
 class Layout:
-    """What the one-target searches of one slot layout share (in one thread). It holds no
+    """What the one-candidate searches of one slot layout share (in one thread). It holds no
     reference to the robot (the cache of layouts is weak on it).
 
     Attributes:
@@ -61,6 +61,20 @@ class Layout:
         lower, upper, root = self._model_state
         return robot.lower_limits is lower and robot.upper_limits is upper and robot.root_world_xform is root
 
+    def put_targets(self, targets) -> None:
+        """Write the targets of slots 1, 2, ... of ``targets`` (this layout's, a
+        :func:`layout_of` answer) into the kernel's target arrays; slot 0's the kernel's call
+        writes (``compiled.OneCandidate.run``). The parts a slot's mode leaves free keep the
+        problem's placeholders."""
+        kept = self.kernel.targets
+        for e in range(1, len(targets)):
+            target = targets[e]
+            kept.position[0, e] = target.position_world
+            if target.direction_world is not None:
+                kept.direction[0, e] = target.direction_world
+            if target.up_world is not None:
+                kept.up[0, e] = target.up_world
+
     def holds(self, q: np.ndarray) -> bool:
         """True when the joint state ``q`` (D,) is finite and inside the bounds (a NaN fails
         the comparisons, an infinity the sum, which float32 values cannot overflow)."""
@@ -85,36 +99,39 @@ def _layouts(robot: RobotKinematics) -> dict:
 
 
 def layout_of(robot, candidates, device, settings: SolverSettings,
-              seed_arrays) -> Optional[Tuple[Layout, DirectionUpTarget]]:
-    """(the layout, the target) of a one-target request with every joint active, no bounds and
-    the robot's root transform, or None when this path does not cover it.
+              seed_arrays) -> Optional[Tuple[Layout, tuple]]:
+    """(the layout, the candidate's targets) of a one-candidate request with every joint
+    active, no bounds and the robot's root transform, or None when this path does not cover it.
 
-    Covered: one candidate of one :class:`~.targets.DirectionUpTarget` of a valid end effector
-    with one of the two local-axis conventions (+X/+Y, +Z/+Y), any mode; the compiled backend
-    ("auto" solves with it now); a robot state finite and inside the limits (one float32 step
-    beyond a limit, which the general path accepts, is left to it). The first request of a
-    layout is built and validated as a problem (``build_problem``; its errors are raised), and
-    ``seed_arrays(problem)`` gives the layout's library arrays (``search.seed_arrays_of``).
+    Covered: one candidate of :class:`~.targets.DirectionUpTarget` s of valid end effectors,
+    each with one of the two local-axis conventions (+X/+Y, +Z/+Y), any mode; the compiled
+    backend ("auto" solves with it now); a robot state finite and inside the limits (one
+    float32 step beyond a limit, which the general path accepts, is left to it). The first
+    request of a layout is built and validated as a problem (``build_problem``; its errors, e.g.
+    an end effector named twice, are raised), and ``seed_arrays(problem)`` gives the layout's
+    library arrays (``search.seed_arrays_of``).
     """
     if device != "cpu" or not isinstance(robot, RobotKinematics):
         return None
     if (type(candidates) is not tuple and type(candidates) is not list) or len(candidates) != 1:
         return None
     candidate = candidates[0]
-    if (type(candidate) is not tuple and type(candidate) is not list) or len(candidate) != 1:
+    if (type(candidate) is not tuple and type(candidate) is not list) or not candidate:
         return None
-    target = candidate[0]
-    if type(target) is not DirectionUpTarget:
-        return None
-    local = target.local_direction
-    if local is not _TCP_LOCAL_PAIR[0] and local is not _DEFAULT_LOCAL_PAIR[0]:
-        return None  # explicit axes: each target has arrays of its own
+    slots = []
+    for target in candidate:
+        if type(target) is not DirectionUpTarget:
+            return None
+        local = target.local_direction
+        if local is not _TCP_LOCAL_PAIR[0] and local is not _DEFAULT_LOCAL_PAIR[0]:
+            return None  # explicit axes: each target has arrays of its own
+        slots.append((target.ee_id, local is _TCP_LOCAL_PAIR[0], target.mode))
     # The settings by identity: the layout holds them, so their id is not reused meanwhile.
-    key = (id(settings), target.ee_id, local is _TCP_LOCAL_PAIR[0], target.mode)
+    key = (id(settings), tuple(slots))
     layouts = _layouts(robot)
     layout = layouts.get(key)
     if layout is None or layout.settings is not settings or not layout.current(robot):
-        if target.ee_id >= robot.num_end_effectors or kernel_state() != KERNELS_READY:
+        if any(ee_id >= robot.num_end_effectors for ee_id, _, _ in slots) or kernel_state() != KERNELS_READY:
             return None  # the general path raises, or the numpy backend answers (one build)
         problem = build_problem(robot, candidates, None, device, None, settings)
         module = compiled_backend(problem)
@@ -129,4 +146,4 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
         return None
     if not layout.holds(robot.joint_q):
         return None
-    return layout, target
+    return layout, tuple(candidate)

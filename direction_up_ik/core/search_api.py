@@ -1,10 +1,11 @@
 """The search's public calls: :func:`robo_search_ik_direction_up` and :func:`warm_up_search`.
 
 The search itself (rounds of seeds, the compiled search, the collision-aware search) is
-:mod:`.search`. A request of one candidate with one target, as a planner or a teleop loop
-sends it, goes a shorter way (:func:`_search_one_target`, on the arrays :mod:`.one_target`
-keeps per layout) with the same answers; every other request builds its problem and calls
-:func:`.search.search_problem`.
+:mod:`.search`. A request of one candidate (one target, or one per end effector), as a
+planner, a teleop loop or the node sends it, goes a shorter way (:func:`_search_one_target`,
+on the arrays :mod:`.one_target` keeps per layout) with the same answers; every other request
+builds its problem and calls :func:`.search.search_problem`. :func:`search_with_settings` is
+the same call for validated settings.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .result import frozen_instance
 from . import search as engine  # its module attributes: tests switch paths there
 from .search import NO_PAIR, AcceptFn, SearchResult, _Compiled
 from .seeds import LIBRARY_SIZE, library_for
-from .settings import SEARCH_SOLVER_DEFAULTS, search_settings, solver_settings
+from .settings import SEARCH_SOLVER_DEFAULTS, SearchSettings, SolverSettings, search_settings, solver_settings
 from .targets import DirectionUpTarget
 
 #: False sends a search of one target through the general path too (``core.one_target`` takes
@@ -129,7 +130,7 @@ def _one_target_seed_arrays(problem: IKProblem) -> dict:
 
 
 def _search_one_target(robot, candidates, device, settings, options) -> Optional[SearchResult]:
-    """:func:`robo_search_ik_direction_up` of a one-target request (``one_target.layout_of``)
+    """:func:`robo_search_ik_direction_up` of a one-candidate request (``one_target.layout_of``)
     with validated ``settings`` and ``options`` (nearest seeding, least-motion selection) and
     the other arguments at their defaults, on the arrays kept for its layout: the compiled
     search's rounds (:func:`_compiled_search`) on the same values, so the same answers. None
@@ -138,7 +139,9 @@ def _search_one_target(robot, candidates, device, settings, options) -> Optional
     layout = one_target.layout_of(robot, candidates, device, settings, _one_target_seed_arrays)
     if layout is None:
         return None
-    layout, target = layout
+    layout, targets = layout
+    layout.put_targets(targets)
+    target = targets[0]
     start = time.perf_counter()
     num_seeds, max_rounds, min_successes = options.num_seeds, options.max_rounds, options.min_successes
     deadline = None if options.time_budget is None else start + options.time_budget
@@ -233,9 +236,8 @@ def robo_search_ik_direction_up(
     """
     if time_budget is None and max_rounds is None:
         max_rounds = 1
-    if ONE_TARGET_PATH and engine.COMPILED_SEARCH and collision_scene is None and accept is None \
-            and joint_bounds is None and root_world_xform is None and active_dof_ids is None \
-            and seeding == "nearest" and selection == "least_motion":
+    if _one_candidate_path(collision_scene, accept, joint_bounds, root_world_xform, active_dof_ids, seeding,
+                           selection):
         pair = _one_target_settings((max_position_error, max_step_norm, jacobian, stall_window, num_step_scales,
                                      damping_mode, periodic_joints, num_seeds, time_budget, max_rounds,
                                      min_successes, random_seed), settings)
@@ -251,3 +253,35 @@ def robo_search_ik_direction_up(
     return engine.search_problem(problem, num_seeds=num_seeds, time_budget=time_budget, max_rounds=max_rounds,
                           min_successes=min_successes, selection=selection, random_seed=random_seed,
                           accept=accept, seeding=seeding, collision_scene=collision_scene)
+
+
+def _one_candidate_path(collision_scene, accept, joint_bounds, root_world_xform, active_dof_ids, seeding,
+                        selection) -> bool:
+    """Whether a search with these options may take the one-candidate path (which then checks
+    the request itself, ``one_target.layout_of``)."""
+    return (ONE_TARGET_PATH and engine.COMPILED_SEARCH and collision_scene is None and accept is None
+            and joint_bounds is None and root_world_xform is None and active_dof_ids is None
+            and seeding == "nearest" and selection == "least_motion")
+
+
+def search_with_settings(robot: RobotKinematics, candidates, settings: SolverSettings, options: SearchSettings,
+                         active_dof_ids=None, *, collision_scene: Optional[CollisionScene] = None) -> SearchResult:
+    """:func:`robo_search_ik_direction_up` of validated settings, for a caller that keeps them (the
+    node): the same answers, the one-candidate path included.
+
+    Args:
+        robot, candidates, active_dof_ids, collision_scene: as for the search.
+        settings: the local solves' settings (``settings.solver_settings``).
+        options: the search's (``settings.search_settings``; ``max_rounds`` or ``time_budget``
+            set). ``num_seeds=0, max_rounds=1`` is the spec's local solve from the current state
+            (``solve_problem`` of the built problem, the same answer).
+    """
+    if _one_candidate_path(collision_scene, None, None, None, active_dof_ids, options.seeding, options.selection):
+        found = _search_one_target(robot, candidates, "cpu", settings, options)
+        if found is not None:
+            return found
+    problem = build_problem(robot, candidates, active_dof_ids, "cpu", None, settings)
+    return engine.search_problem(problem, num_seeds=options.num_seeds, time_budget=options.time_budget,
+                                 max_rounds=options.max_rounds, min_successes=options.min_successes,
+                                 selection=options.selection, random_seed=options.random_seed,
+                                 seeding=options.seeding, collision_scene=collision_scene)

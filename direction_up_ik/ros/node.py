@@ -46,8 +46,9 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from direction_up_ik.msg import CollisionObstacle, DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
 
-from ..core import (DirectionUpIKError, JointLimitError, NumericalFailure, build_problem, search_problem,
-                    solve_problem, warm_up_search)
+from ..core import DirectionUpIKError, JointLimitError, NumericalFailure, warm_up_search
+from ..core.search_api import search_with_settings
+from ..core.settings import search_settings
 from ..core.backend import (KERNELS_ABSENT, KERNELS_PREPARING, KERNELS_READY, kernel_state, prepare_kernels,
                             stop_preparing)
 from ..groups import solve_position_ik
@@ -76,6 +77,8 @@ _TYPES = {
 #: While the compiled kernels are still being prepared the numpy reference answers, tens of
 #: times slower: a search's time budget is this many times longer then (SolveDirectionUpIK.srv).
 NUMPY_BUDGET_SCALE = 20.0
+#: The spec's single start as search options: the local solve from the current state alone.
+SPEC_START = search_settings(num_seeds=0, max_rounds=1)
 _JOINT_STATE_CODES = {"missing": Response.NO_JOINT_STATE, "unknown": Response.UNKNOWN_JOINT,
                       "invalid": Response.INVALID_REQUEST,
                       "out_of_limits": Response.JOINT_STATE_OUT_OF_LIMITS}
@@ -590,14 +593,13 @@ class DirectionUpIKNode(Node):
                                                            self._robot.upper_limits)
             scene = self.collision_scene(request.ignore_collisions)
             try:
-                problem = build_problem(self._robot, targets, active, "cpu", None, settings)
-                if search is None:
-                    result, totals = solve_problem(problem), (None, None)
-                    # The spec's single start is judged here.
-                    report = None if scene is None else scene.check(result.joint_q)
+                if search is None:  # the spec's single start (the core's one-candidate path)
+                    result = search_with_settings(self._robot, targets, settings, SPEC_START, active).result
+                    totals, report = (None, None), None if scene is None else scene.check(result.joint_q)
                 else:
                     # The search chose collision-free successes and checked its answers already.
-                    found = search_problem(problem, **search, collision_scene=scene)
+                    found = search_with_settings(self._robot, targets, settings, search_settings(**search), active,
+                                                 collision_scene=scene)
                     result, totals = found.result, (found.iterations, found.starts)
                     report = None if scene is None else found.collision_report()
                 if report is None:

@@ -1,6 +1,6 @@
-"""The search of one target on kept arrays (core/one_target.py, compiled.OneCandidate): the same
-answers as the general path, its own result arrays, the general path's errors, and the requests
-it leaves to the general path."""
+"""The search of one candidate (one target, or one per arm) on kept arrays (core/one_target.py,
+compiled.OneCandidate): the same answers as the general path, its own result arrays, the general
+path's errors, and the requests it leaves to the general path."""
 
 from __future__ import annotations
 
@@ -15,11 +15,15 @@ from direction_up_ik import DirectionUpTarget, robo_search_ik_direction_up
 from direction_up_ik.core import one_target
 from direction_up_ik.core import search as search_module
 from direction_up_ik.core import search_api
+from direction_up_ik.core import build_problem, solve_problem
 from direction_up_ik.core.errors import DirectionUpIKError
+from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS, solver_settings
 from direction_up_ik.robots import load_robot
 from helpers import mid_range, random_configurations
 
 MPE = 0.03
+#: The search's default solver settings (its local solves').
+SETTINGS = solver_settings(max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS)
 pytest.importorskip("numba", reason="the one-target path runs the compiled kernels")
 
 
@@ -31,27 +35,40 @@ def _same_search(a, b) -> None:
         assert getattr(a.result, field).shape == getattr(b.result, field).shape, field
     for field in ("stop_reason", "best_index", "active_dof_ids", "device", "backend"):
         assert getattr(a.result, field) == getattr(b.result, field), field
-    assert (a.rounds, a.timed_out) == (b.rounds, b.timed_out)
+    assert (a.rounds, a.timed_out, a.closest_pair) == (b.rounds, b.timed_out, b.closest_pair)
     for field in ("starts", "successes", "iterations", "clearance"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
         assert getattr(a, field).dtype == getattr(b, field).dtype, field
 
 
-def _targets(robot, rng, n, ee, mode, tcp):
+def _same_result(a, b) -> None:
+    """Every field of two IKBatchResults."""
+    for field in ("joint_q", "success", "cost", "position_error", "direction_error", "up_error", "iterations"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+        assert getattr(a, field).dtype == getattr(b, field).dtype, field
+    for field in ("stop_reason", "best_index", "active_dof_ids", "backend"):
+        assert getattr(a, field) == getattr(b, field), field
+
+
+def _targets(robot, rng, n, ee, mode, tcp, ees=None, modes=None):
     """n one-target candidates for end effector ``ee`` at the poses of random in-limit states,
-    in ``mode`` with the +Z/+Y (``tcp``) or the default +X/+Y local axes."""
+    in ``mode`` with the +Z/+Y (``tcp``) or the default +X/+Y local axes; with ``ees`` and
+    ``modes`` (sequences) a target per end effector of ``ees`` in each candidate, in those modes."""
+    ees, modes = (ee,) if ees is None else ees, (mode,) if modes is None else modes
     out = []
     for t in robot.tcp_transforms(random_configurations(robot, rng, n)):
-        rot, pos = t[ee, :3, :3], t[ee, :3, 3]
-        direction = rot[:, 2] if tcp else rot[:, 0]
-        local = (None, None) if tcp else ()
-        if mode == "full":
-            target = DirectionUpTarget(ee, pos, direction, rot[:, 1], *local)
-        elif mode == "axis":
-            target = DirectionUpTarget(ee, pos, direction, None, *local)
-        else:
-            target = DirectionUpTarget(ee, pos, None, None, *local)
-        out.append((target,))
+        candidate = []
+        for ee, mode in zip(ees, modes):
+            rot, pos = t[ee, :3, :3], t[ee, :3, 3]
+            direction = rot[:, 2] if tcp else rot[:, 0]
+            local = (None, None) if tcp else ()
+            if mode == "full":
+                candidate.append(DirectionUpTarget(ee, pos, direction, rot[:, 1], *local))
+            elif mode == "axis":
+                candidate.append(DirectionUpTarget(ee, pos, direction, None, *local))
+            else:
+                candidate.append(DirectionUpTarget(ee, pos, None, None, *local))
+        out.append(tuple(candidate))
     return out
 
 
@@ -96,6 +113,42 @@ def test_one_target_answers_equal_the_general_path(name, ee, mode, tcp, monkeypa
             _same_search(fast, general)
             seeded += fast.rounds > 1
     assert seeded > 0 or mode == "position"  # rounds of seeds ran too (position-only targets need none)
+
+
+@pytest.mark.parametrize("ees, modes", [((0, 1), ("full", "full")), ((1, 0), ("axis", "full")),
+                                         ((0, 1), ("position", "axis"))])
+def test_one_candidate_of_both_arms_answers_equal_the_general_path(ees, modes, monkeypatch):
+    """One candidate with a target per arm of the dual arm (the node's usual request), in
+    either slot order and mixed modes, both local-axis conventions: every field as the general
+    path's, bit for bit, for round 0 alone (num_seeds 0, the spec's local solve) and with
+    rounds of seeds."""
+    robot = load_robot("dual_arm_torso")
+    rng = np.random.default_rng(31)
+    robot.joint_q[:] = random_configurations(robot, rng, 1)[0]
+    seeded = 0
+    for tcp in (True, False):
+        candidates = _targets(robot, rng, 10, None, None, tcp, ees=ees, modes=modes)  # both arms reach them
+        for kwargs in (dict(num_seeds=0), dict(max_rounds=2), dict(time_budget=60.0)):
+            for candidate in candidates:
+                general, fast = _both_paths(robot, [candidate], monkeypatch, max_position_error=MPE, **kwargs)
+                _same_search(fast, general)
+                seeded += fast.rounds > 1
+                if kwargs == dict(num_seeds=0):  # the spec's solve of the built problem
+                    _same_result(fast.result, solve_problem(build_problem(robot, [candidate], settings=SETTINGS)))
+    assert seeded > 0
+
+
+def test_an_end_effector_named_twice_raises_on_both_paths(monkeypatch):
+    robot = load_robot("dual_arm_torso")
+    robot.joint_q[:] = mid_range(robot)
+    (target,), = _targets(robot, np.random.default_rng(2), 1, 0, "full", True)
+    errors = []
+    for path in (False, True):
+        monkeypatch.setattr(search_api, "ONE_TARGET_PATH", path)
+        with pytest.raises(DirectionUpIKError) as info:
+            robo_search_ik_direction_up(robot, [(target, target)], max_position_error=MPE, max_rounds=1)
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1]
 
 
 def test_the_benchmark_cells_answer_alike_on_many_targets(monkeypatch):
