@@ -19,8 +19,9 @@ from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, InputValidationError, SolverSettings
 from ..core.result import STOP_CONVERGED, STOP_IN_COLLISION
-from ..core.settings import rules
-from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, as_vector3
+from ..core.settings import rules, solver_settings
+from ..core.errors import DirectionValidationError
+from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
 from .streaming import slerp
 
@@ -37,6 +38,16 @@ class RequestError(DirectionUpIKError):
     def __init__(self, code: int, message: str) -> None:
         self.code = code
         super().__init__(message)
+
+
+def _finite_vec(v, field: str) -> np.ndarray:
+    """(3,) float64 array of a Point / Vector3 whose components are finite (checked on the
+    message's floats, before any arithmetic); else the DirectionValidationError that
+    ``as_vector3`` raises."""
+    x, y, z = v.x, v.y, v.z
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        raise DirectionValidationError(field, f"every component must be finite, got {[x, y, z]}")
+    return np.array((x, y, z), dtype=np.float64)
 
 
 def _vec(v) -> np.ndarray:
@@ -73,6 +84,7 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
     """
     by_name = {e.name: (i, e) for i, e in enumerate(end_effectors)}
     out = []
+    first = None  # candidates[0]'s end effectors
     for b, candidate in enumerate(candidates):
         if len(candidate.targets) == 0:
             raise RequestError(Response.INVALID_REQUEST, f"candidates[{b}].targets: a candidate needs "
@@ -97,12 +109,12 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
                 if msg.mode not in (TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION):
                     raise InputValidationError("mode", f"unknown value {msg.mode} (valid: 0 full, 1 axis, "
                                                        "2 position)")
-                position = rot @ as_vector3(_vec(msg.position), "position") + trans
+                position = rot @ _finite_vec(msg.position, "position") + trans
                 d = u = None
                 if msg.mode != TargetMsg.MODE_POSITION:
-                    d = rot @ as_vector3(_vec(msg.direction), "direction")
+                    d = rot @ _finite_vec(msg.direction, "direction")
                 if msg.mode == TargetMsg.MODE_FULL:
-                    u = rot @ as_vector3(_vec(msg.up), "up")
+                    u = rot @ _finite_vec(msg.up, "up")
                 local_d, local_u = local_axes_of(msg, ee)
                 targets.append(DirectionUpTarget(ee_id, position, d, u, local_d, local_u))
             except DirectionUpIKError as exc:
@@ -113,7 +125,7 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
             raise RequestError(Response.INVALID_REQUEST,
                                f"candidates[{b}].targets[*].end_effector: names must be unique within "
                                f"a candidate, got {names}")
-        first = [t.end_effector for t in candidates[0].targets]
+        first = names if first is None else first
         if names != first:
             raise RequestError(Response.INVALID_REQUEST,
                                f"candidates[{b}].targets[*].end_effector: {names} differs from "
@@ -152,7 +164,9 @@ def settings_with_overrides(base: SolverSettings, overrides) -> SolverSettings:
     if not changes:
         return base  # the common request: nothing overridden, the node's validated settings
     try:
-        return base.replace(**changes)
+        # Memoised: the same overrides give the same object, whose kept arrays the core's
+        # one-candidate path reuses (it keys them by the settings object).
+        return solver_settings(**{**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, **changes})
     except DirectionUpIKError as exc:
         raise RequestError(Response.INVALID_REQUEST, f"overrides.{exc}") from None
 
@@ -168,6 +182,8 @@ def with_collisions(result: IKBatchResult, report) -> IKBatchResult:
         report: ``CollisionScene.check(result.joint_q)`` (``collision_free`` (B,)).
     """
     free = np.asarray(report.collision_free, dtype=bool)
+    if free.all():
+        return result  # the usual answer: nothing collides, nothing to judge
     converged = result.success.astype(bool) | (np.asarray(result.stop_reason) == STOP_CONVERGED)
     colliding = converged & ~free
     if not colliding.any():
@@ -194,31 +210,27 @@ def fill_response(response, result: IKBatchResult, joint_names: Sequence[str],
     response.best_index = -1 if result.best_index is None else int(result.best_index)
     response.solver_backend = result.backend
     response.collisions_checked = report is not None
+    # Python lists once per field: the per-candidate loop then reads plain floats and ints.
+    q = result.joint_q.astype(np.float64).tolist()
+    success, cost = result.success.tolist(), result.cost.tolist()
+    iterations = (result.iterations if iterations is None else iterations).tolist()
+    starts = [1] * result.num_candidates if starts is None else starts.tolist()
+    errors = (result.position_error.tolist(), result.direction_error.tolist(), result.up_error.tolist())
+    if report is not None:
+        free, clearance = report.collision_free.tolist(), report.clearance.tolist()
     results = []
-    q = result.joint_q.astype(np.float64)
     for b in range(result.num_candidates):
-        item = CandidateResult()
-        item.joint_positions = q[b].tolist()
-        item.success = bool(result.success[b])
-        item.cost = float(result.cost[b])
-        item.iterations = int(result.iterations[b] if iterations is None else iterations[b])
-        item.starts = 1 if starts is None else int(starts[b])
-        item.stop_reason = result.stop_reason[b]
+        item = CandidateResult(joint_positions=q[b], success=bool(success[b]), cost=cost[b],
+                               iterations=int(iterations[b]), starts=int(starts[b]),
+                               stop_reason=result.stop_reason[b])
         if report is None:
             item.collision_free, item.clearance, item.closest_pair = False, math.nan, []
         else:
-            item.collision_free = bool(report.collision_free[b])
-            item.clearance = float(report.clearance[b])
+            item.collision_free, item.clearance = bool(free[b]), clearance[b]
             item.closest_pair = [name for name in report.closest_pair[b] if name]
-        errors = []
-        for e, name in enumerate(end_effector_names):
-            err = EndEffectorError()
-            err.end_effector = name
-            err.position_error = float(result.position_error[b, e])
-            err.direction_error = float(result.direction_error[b, e])
-            err.up_error = float(result.up_error[b, e])
-            errors.append(err)
-        item.errors = errors
+        position, direction, up = errors[0][b], errors[1][b], errors[2][b]
+        item.errors = [EndEffectorError(end_effector=name, position_error=position[e], direction_error=direction[e],
+                                        up_error=up[e]) for e, name in enumerate(end_effector_names)]
         results.append(item)
     response.results = results
     return response

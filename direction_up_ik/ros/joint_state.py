@@ -58,6 +58,7 @@ class JointStateStore:
         self._index = {n: i for i, n in enumerate(self.joint_names)}
         self._lower = np.asarray(lower, dtype=np.float64)
         self._upper = np.asarray(upper, dtype=np.float64)
+        self._lower_list, self._upper_list = self._lower.tolist(), self._upper.tolist()
         self.limit_tolerance = float(limit_tolerance)
         self._q = np.full(len(self.joint_names), np.nan)
         self._lock = threading.Lock()
@@ -98,11 +99,19 @@ class JointStateStore:
             JointStateError: unknown override names, mismatched lengths, non-finite
                 overrides, joints never received, values beyond the tolerance.
         """
-        q = self.latest()
         if len(override_names) != len(override_positions):
             raise JointStateError("invalid", f"initial_state has {len(override_names)} names but "
                                              f"{len(override_positions)} positions")
-        if len(set(override_names)) != len(override_names):
+        if len(override_names) == len(self.joint_names) and tuple(override_names) == self.joint_names:
+            # Every joint in model order (a streamed solve's start): the values as they are.
+            q = np.array(override_positions, dtype=np.float64)
+            if np.all(np.abs(q) <= _FLOAT32_MAX):  # NaN fails too
+                override_names = ()
+            else:
+                q = self.latest()  # the loop below names the first bad value
+        else:
+            q = self.latest()
+        if override_names and len(set(override_names)) != len(override_names):
             raise JointStateError("invalid", "initial_state.name lists a joint twice")
         for name, value in zip(override_names, override_positions):
             i = self._index.get(name)
@@ -113,13 +122,14 @@ class JointStateStore:
                 raise JointStateError("invalid", f"initial_state position of '{name}' is not finite "
                                                  f"(or beyond float32's range): {value}")
             q[i] = float(value)
+        values = q.tolist()
+        if all(lo <= v <= hi for v, lo, hi in zip(values, self._lower_list, self._upper_list)):
+            return q, []  # the common case: every joint received and within its limits (NaN fails)
         unset = np.isnan(q)
         if unset.any():
             missing = [self.joint_names[i] for i in np.flatnonzero(unset)]
             raise JointStateError("missing", f"no position received yet for joints {missing} "
                                              "(publish joint_states or pass initial_state)")
-        if not (np.any(q < self._lower) or np.any(q > self._upper)):
-            return q, []  # the common case: every joint within its limits, nothing to clamp
         below = q < self._lower - self.limit_tolerance
         above = q > self._upper + self.limit_tolerance
         if np.any(below | above):

@@ -7,6 +7,7 @@ vectorised checks); these tests pin their results to the straightforward constru
 
 from __future__ import annotations
 
+import array
 import math
 
 import numpy as np
@@ -97,6 +98,9 @@ def test_settings_without_overrides_are_the_parameters_and_overrides_apply():
     assert settings_with_overrides(base, SolverOverrides()) == base
     changed = settings_with_overrides(base, SolverOverrides(max_iters=7, damping=0.01))
     assert (changed.max_iters, changed.damping, changed.position_tol) == (7, 0.01, base.position_tol)
+    # The same overrides give the same object: the core keeps its one-candidate arrays per
+    # settings object, so a client that always sends them does not rebuild those.
+    assert settings_with_overrides(base, SolverOverrides(max_iters=7, damping=0.01)) is changed
     with pytest.raises(RequestError):
         settings_with_overrides(base, SolverOverrides(damping=-1.0))
 
@@ -139,6 +143,24 @@ def test_joint_state_store_merges_rejects_and_names_missing_joints_in_order():
     with pytest.raises(JointStateError) as info:
         store.initial_state(["b"], [math.inf])
     assert info.value.kind == "invalid"
+
+
+def test_a_start_of_every_joint_in_model_order_is_taken_as_by_name():
+    """A streamed solve names every joint in model order: the same start, clamps and errors as
+    the same values named in another order."""
+    names = ("a", "b", "c", "d")
+    store = JointStateStore(names, np.full(4, -1.0), np.full(4, 1.0))
+    store.update(names, [0.0, 0.0, 0.0, 0.0])
+    for values in ([0.5, -0.25, 1.0005, 0.125], [0.5, 1.5, 0.0, 0.0], [0.5, math.nan, 0.0, 0.0],
+                   [0.5, 0.0, 1e39, 0.0]):
+        answers = []
+        for order in ((0, 1, 2, 3), (3, 2, 1, 0)):
+            try:
+                q, notes = store.initial_state([names[i] for i in order], array.array("d", [values[i] for i in order]))
+                answers.append((q.tolist(), notes))
+            except JointStateError as exc:
+                answers.append((exc.kind, str(exc)))
+        assert answers[0] == answers[1], values
 
 
 # ----------------------------------------------------------------------------- collisions (issue 24)
