@@ -36,7 +36,17 @@ d. **streaming**: a separate process publishes two-hand candidates on ``~/target
 
 a, b, b' and c run interleaved (request i through all of them, then i + 1), so background load
 on a shared machine hits them alike; compare the ratios. Every service answer is checked to
-equal the in-process one (same joint positions). Prints a table; ``--json`` writes it all.
+equal the in-process one (same joint positions; the node's collision check may fail an answer
+the core, which checks none, accepts: counted as ``in_collision``). Prints a table; ``--json``
+writes it all.
+
+``--base REV`` adds an earlier revision's node, side by side: its package is exported
+(``git archive``) to ``build/bench_ros/<commit>/`` and put first on its ``PYTHONPATH``, its
+kernels compiled there once (``direction_up_ik.precompile``, minutes the first time); each
+request then also goes to it (the two nodes' order alternating request by request), and the
+streaming runs in four alternating segments (this tree's node, the base's, again each). Printed
+are the base's round trip, both beyond the echo floor, the paired ratios, and how many answers
+of the two nodes differ (joint positions, bit for bit: none may).
 """
 
 from __future__ import annotations
@@ -50,9 +60,11 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -62,6 +74,7 @@ from driver_common import (CONFIG, NODE_NAME, REPO, Judge, NodeProcess, RosClien
                            ros_environment, stop_worker, target_set, tcp_target, unique_namespace,
                            wait_for_joint_state)
 from load_node import analyse_commands  # noqa: E402
+from bench_cold_start import export_revision  # noqa: E402
 
 
 def stats_ms(seconds) -> dict:
@@ -155,14 +168,15 @@ ECHO_SERVER = "--echo-server"
 def echo_server_main(argv) -> int:
     """The floor of a round trip: a bare rclpy node named like the solver node, serving ``~/solve``
     with one canned answer shaped like a real one (16 joints, one candidate, two end effectors) and
-    spun like the node's ``main`` spins (SingleThreadedExecutor). A round trip to it is request and
-    response (de)serialisation, transport and the two executors, without the node's own work."""
+    spun like the node's ``main`` spins (the executor ``DIRECTION_UP_IK_EXECUTOR`` names). A round
+    trip to it is request and response (de)serialisation, transport and the two executors, without
+    the node's own work."""
     import signal
     import threading
     import rclpy
-    import rclpy.executors
     import rclpy.signals
     from direction_up_ik.msg import CandidateResult, EndEffectorError
+    from direction_up_ik.ros.process import make_executor
     from direction_up_ik.robots import load_robot
     from direction_up_ik.srv import SolveDirectionUpIK
     rclpy.init(args=argv, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
@@ -179,7 +193,7 @@ def echo_server_main(argv) -> int:
         results=[CandidateResult(joint_positions=[0.1] * len(joints), success=True, cost=0.0123457,
                                  iterations=4, stop_reason="converged", errors=errors)])
     node.create_service(SolveDirectionUpIK, "~/solve", lambda request, response: canned)
-    executor = rclpy.executors.SingleThreadedExecutor()
+    executor = make_executor()  # the node's kind (DIRECTION_UP_IK_EXECUTOR)
     executor.add_node(node)
     while not stop.is_set() and rclpy.ok():
         executor.spin_once(timeout_sec=0.1)
@@ -199,6 +213,22 @@ def solvable(core: CoreSolver, messages) -> np.ndarray:
     return out
 
 
+def base_environment(rev: str) -> dict:
+    """Environment of a node of revision ``rev``: its package exported once to
+    ``build/bench_ros/<commit>/`` (first on ``PYTHONPATH``), its kernels compiled into that
+    folder's cache before it starts (so that it answers with them from its first request)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=REPO, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    source = REPO / "build" / "bench_ros" / commit
+    if not (source / "direction_up_ik").is_dir():
+        export_revision(commit, str(source))
+    env = dict(PYTHONPATH=os.pathsep.join(filter(None, (str(source), os.environ.get("PYTHONPATH")))))
+    print(f"bench_ros: base {commit}: compiling or loading its kernels ({source})", flush=True)
+    subprocess.run([sys.executable, "-m", "direction_up_ik.precompile", "--quiet"], cwd=tempfile.gettempdir(),
+                   env={**os.environ, **env}, check=True, timeout=3600)
+    return dict(env, commit=commit)
+
+
 def git_state() -> dict:
     def run(*args):
         try:
@@ -212,7 +242,7 @@ def git_state() -> dict:
 
 
 def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: float = 10.0,
-        target_hz: float = 100.0, publish: bool = False) -> dict:
+        target_hz: float = 100.0, publish: bool = False, base: Optional[str] = None) -> dict:
     from sensor_msgs.msg import JointState
     from direction_up_ik.core.backend import warm_up_backend
     from direction_up_ik.ros.conversions import fill_response, targets_from_candidates
@@ -221,6 +251,7 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
 
     t_begin = time.monotonic()
     kernel_s = warm_up_backend()
+    base_env = None if base is None else base_environment(base)
     judge = Judge()                      # model, joint names, state (mid-range), FK for matching
     state = judge.state
     core = CoreSolver(state)
@@ -230,27 +261,34 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
         r.publish = publish
     report = dict(robot="dual_arm_torso", requests=requests, seed=seed, scale=scale, publish=publish,
                   backend="numpy" if kernel_s is None else "numba", cpus=os.cpu_count(),
-                  load_average_start=os.getloadavg(), python=platform.python_version(), git=git_state())
+                  load_average_start=os.getloadavg(), python=platform.python_version(), git=git_state(),
+                  base=None if base_env is None else base_env["commit"],
+                  executor=os.environ.get("DIRECTION_UP_IK_EXECUTOR") or "single_threaded")
     namespace = unique_namespace("bench_ros")
     node = NodeProcess(namespace, params=NODE_PARAMS)
+    base_node = None
+    if base_env is not None:
+        base_node = NodeProcess(unique_namespace("bench_ros_base"), params=NODE_PARAMS, cwd=Path(tempfile.gettempdir()),
+                                env={k: v for k, v in base_env.items() if k != "commit"})
     echo_ns = unique_namespace("bench_ros_echo")
     echo = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), ECHO_SERVER, "--ros-args", "-r",
                              f"__ns:={echo_ns}"], cwd=REPO, env=ros_environment(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
     client = inproc = None
     mp = multiprocessing.get_context("spawn")
-    stop, out = mp.Event(), mp.Queue()
-    streamer = None
     problems = []
     try:
         inproc = InProcessNode(state)
-        node.wait_ready()
-        t_ready = time.monotonic()
         client = RosClient(f"bench_ros_{namespace[1:]}")
-        solve = client.node.create_client(SolveDirectionUpIK, f"{node.fqn}/solve")
-        state_pub = client.node.create_publisher(JointState, f"{namespace}/joint_states", 10)
-        wait_for_joint_state(client, solve, state_pub, judge.joint_names, state)
-        report["startup_s"] = round(t_ready - t_begin, 2)
+        solvers = {}  # "new" / "base": its ~/solve client
+        for key, proc in (("new", node), ("base", base_node)):
+            if proc is None:
+                continue
+            proc.wait_ready()
+            solvers[key] = client.node.create_client(SolveDirectionUpIK, f"{proc.fqn}/solve")
+            state_pub = client.node.create_publisher(JointState, f"{proc.namespace}/joint_states", 10)
+            wait_for_joint_state(client, solvers[key], state_pub, judge.joint_names, state)
+        report["startup_s"] = round(time.monotonic() - t_begin, 2)
         echo_solve = client.node.create_client(SolveDirectionUpIK, f"{echo_ns}/{NODE_NAME}/solve")
         if not echo_solve.wait_for_service(timeout_sec=30.0):
             raise RuntimeError("the echo server's ~/solve did not appear within 30 s")
@@ -261,17 +299,22 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
         for r, t in list(zip(reqs, targets))[:20]:  # warm-up of every path
             core.solve(t)
             n.solve(r, R())
-            client.call(solve, r, timeout=60.0)
+            for solver in solvers.values():
+                client.call(solver, r, timeout=60.0)
             client.call(echo_solve, r, timeout=60.0)
-        t_core, t_service, t_echo, t_node, t_conv, t_fill, t_pub, t_target = [], [], [], [], [], [], [], []
-        differ = codes = 0
+        t_core, t_service, t_base, t_echo, t_node, t_conv, t_fill, t_pub, t_target = ([] for _ in range(9))
+        differ = codes = in_collision = base_differ = 0
         successes = 0
         clock = time.perf_counter
-        for r, t in zip(reqs, targets):
+        for i, (r, t) in enumerate(zip(reqs, targets)):
             t0 = clock()
             result = core.solve(t)
             t1 = clock()
-            response = client.call(solve, r, timeout=30.0)
+            answers, spent = {}, {}
+            for key in sorted(solvers, reverse=bool(i % 2)):  # "base" / "new" first by turns
+                t_call = clock()
+                answers[key] = client.call(solvers[key], r, timeout=30.0)
+                spent[key] = clock() - t_call
             t2 = clock()
             echoed = client.call(echo_solve, r, timeout=30.0)
             t2e = clock()
@@ -292,23 +335,33 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
             t_pub.append(t6 - t5)
             t_target.append(t7 - t6)
             successes += result.best_index is not None
-            if response is None or echoed is None:
+            response = answers["new"]
+            if response is None or echoed is None or answers.get("base", response) is None:
                 problems.append("a service request got no answer within 30 s")
                 continue
-            t_service.append(t2 - t1)
+            t_service.append(spent["new"])
             t_echo.append(t2e - t2)
-            codes += response.error_code not in (R.SUCCESS, R.NO_SOLUTION)
-            if response.error_code != (R.SUCCESS if result.best_index is not None else R.NO_SOLUTION) or \
-                    not np.array_equal(np.asarray(response.results[0].joint_positions),
-                                       result.joint_q[0].astype(np.float64)):
+            codes += response.error_code not in (R.SUCCESS, R.NO_SOLUTION, R.IN_COLLISION)
+            expected = R.SUCCESS if result.best_index is not None else R.NO_SOLUTION
+            in_collision += response.error_code == R.IN_COLLISION and expected == R.SUCCESS
+            q = np.asarray(response.results[0].joint_positions)
+            if response.error_code not in (expected, R.IN_COLLISION) or \
+                    not np.array_equal(q, result.joint_q[0].astype(np.float64)):
                 differ += 1
+            if "base" in answers:
+                t_base.append(spent["base"])
+                based = answers["base"]
+                base_differ += based.error_code != response.error_code or \
+                    not np.array_equal(np.asarray(based.results[0].joint_positions), q)
         if differ:
             problems.append(f"{differ} service answers differ from the in-process solve")
+        if base_differ:
+            problems.append(f"{base_differ} answers of the base node differ from this tree's node")
         complete = len(t_service) == len(t_core)
         paired = np.asarray(t_service) - np.asarray(t_core) if complete else np.asarray([])
         beyond_floor = np.asarray(t_service) - np.asarray(t_echo)
         report["solve"] = dict(
-            successes=successes, rejected=codes, answers_differ=differ,
+            successes=successes, rejected=codes, in_collision=in_collision, answers_differ=differ,
             core=stats_ms(t_core), service_round_trip=stats_ms(t_service),
             overhead=stats_ms(paired), echo_round_trip=stats_ms(t_echo),
             round_trip_beyond_echo=stats_ms(beyond_floor),
@@ -319,65 +372,50 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
                 median=round(percentile(t_service, 50) / percentile(t_core, 50), 2),
                 p99=round(percentile(t_service, 99) / percentile(t_core, 99), 2)),
             ratio_node_solve_to_core=round(percentile(t_node, 50) / percentile(t_core, 50), 2))
+        if t_base:
+            base_beyond = np.asarray(t_base) - np.asarray(t_echo)
+            report["solve"]["base"] = dict(
+                round_trip=stats_ms(t_base), round_trip_beyond_echo=stats_ms(base_beyond), answers_differ=base_differ,
+                ratio_round_trip=round(percentile(t_service, 50) / percentile(t_base, 50), 3),
+                ratio_beyond_echo=round(percentile(beyond_floor, 50) / percentile(base_beyond, 50), 3))
 
         # ---------------------------------------------------------------- d. streaming
         count = int(math.ceil(target_hz * stream_seconds)) + 50  # every target sent at most once
         messages, positions = target_set(seed, count)
         ok = solvable(core, messages)
         commands = []
-        client.node.create_subscription(JointState, f"{node.fqn}/joint_command",
-                                        lambda m: commands.append((time.monotonic(), m)), 100)
         realtime_offset = time.time() - time.monotonic()  # the command's stamp is system time
         client.spin_in_background()
-        time.sleep(0.5)  # the subscription matches
-        commands.clear()
-        streamer = mp.Process(target=_streamer, daemon=True,
-                              args=("targets", f"{node.fqn}/target", target_hz, stop, out, stream_seconds,
-                                    (seed, count)))
-        streamer.start()
-        status, kind, data = out.get(timeout=120.0)
-        if status == "error":
-            raise RuntimeError(f"streamer: {data}")
-        t_start = time.monotonic()
-        status, kind, data = out.get(timeout=stream_seconds + 120.0)
-        if status != "done":
-            raise RuntimeError(f"streamer: {data}")
-        t_end = time.monotonic()
-        time.sleep(0.5)  # the last commands arrive
-        received = list(commands)
-        sends = data["sends"]
-        sent_k = [k for k, _ in sends]
-        summary, stream_problems = analyse_commands(judge, received, sends, positions, t_start, t_end,
-                                                    max_lag_s=1.0)
-        problems.extend(stream_problems)
-        sent_solvable = int(sum(ok[k] for k in sent_k))
-        # The last leg alone: the node's stamp (taken as it publishes) -> arrival here.
-        leg = [t - (m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec - realtime_offset) for t, m in received]
-        report["streaming"] = dict(
-            target_hz=target_hz, seconds=round(data["seconds"], 2), sent=data["count"],
-            sent_rate_hz=round(data["rate_hz"], 1), sent_solvable=sent_solvable,
-            commands=len(received), commands_per_s=round(len(received) / data["seconds"], 1),
-            matched=summary["matched"], skipped=sent_solvable - summary["matched"],
-            skipped_pct=round(100.0 * (sent_solvable - summary["matched"]) / max(1, sent_solvable), 2),
-            lag_ms=summary["lag_ms"], per_second_min=summary["per_second_min"],
-            command_leg_ms=dict(p50=round(1e3 * percentile(leg, 50), 2), p99=round(1e3 * percentile(leg, 99), 2)),
-            unmatched=summary["unmatched"])
-        if not node.alive():
-            problems.append(f"the node exited (code {node.proc.returncode})")
-        if node.tracebacks:
-            problems.append(f"the node printed {node.tracebacks} traceback(s): {node.first_errors[:3]}")
+        procs = {"new": node, "base": base_node}
+        order = ["new"] if base_node is None else ["new", "base", "new", "base"]
+        for key in set(order):
+            client.node.create_subscription(JointState, f"{procs[key].fqn}/joint_command",
+                                            lambda m, key=key: commands.append((key, time.monotonic(), m)), 100)
+        time.sleep(0.5)  # the subscriptions match
+        segments = []
+        for key in order:
+            seconds = stream_seconds / (len(order) // len(set(order)))
+            segments.append((key, stream_segment(mp, procs[key], judge, commands, ok, positions, seed, count,
+                                                 target_hz, seconds, realtime_offset, problems)))
+        report["streaming"] = [dict(node=key, **segment) for key, segment in segments]
+        for proc in (node, base_node):
+            if proc is None:
+                continue
+            if not proc.alive():
+                problems.append(f"the node {proc.fqn} exited (code {proc.proc.returncode})")
+            if proc.tracebacks:
+                problems.append(f"the node printed {proc.tracebacks} traceback(s): {proc.first_errors[:3]}")
     except Exception as exc:  # noqa: BLE001 - reported with the node's output
         problems.append(f"driver error: {exc!r}")
         report["node_output_tail"] = node.output[-3000:]
     finally:
-        stop.set()
-        if streamer is not None:
-            stop_worker(streamer)
         if client is not None:
             client.close()
         if inproc is not None:
             inproc.close()
         report["node_exit_code"] = node.stop()
+        if base_node is not None:
+            report["base_node_exit_code"] = base_node.stop()
         if echo.poll() is None:
             echo.send_signal(signal.SIGINT)
             try:
@@ -391,10 +429,53 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
     return report
 
 
+def stream_segment(mp, node: NodeProcess, judge: Judge, commands: list, ok: np.ndarray, positions, seed: int,
+                   count: int, target_hz: float, seconds: float, realtime_offset: float, problems: list) -> dict:
+    """Stream targets to ``node``'s ``~/target`` for ``seconds`` from a separate process; its
+    commands (``commands``: (node key, arrival, message) appended by the subscriptions) matched to
+    the targets. ``ok``: (K,) which targets the solver reaches. The figures of the segment."""
+    stop, out = mp.Event(), mp.Queue()
+    streamer = mp.Process(target=_streamer, daemon=True,
+                          args=("targets", f"{node.fqn}/target", target_hz, stop, out, seconds, (seed, count)))
+    streamer.start()
+    try:
+        status, kind, data = out.get(timeout=120.0)
+        if status == "error":
+            raise RuntimeError(f"streamer: {data}")
+        commands.clear()
+        t_start = time.monotonic()
+        status, kind, data = out.get(timeout=seconds + 120.0)
+        if status != "done":
+            raise RuntimeError(f"streamer: {data}")
+        t_end = time.monotonic()
+        time.sleep(0.5)  # the last commands arrive
+    finally:
+        stop.set()
+        stop_worker(streamer)
+    received = [(t, m) for _, t, m in list(commands)]
+    sends = data["sends"]
+    summary, stream_problems = analyse_commands(judge, received, sends, positions, t_start, t_end, max_lag_s=1.0)
+    problems.extend(stream_problems)
+    sent_solvable = int(sum(ok[k] for k, _ in sends))
+    # The last leg alone: the node's stamp (taken as it publishes) -> arrival here.
+    leg = [t - (m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec - realtime_offset) for t, m in received]
+    return dict(
+        target_hz=target_hz, seconds=round(data["seconds"], 2), sent=data["count"],
+        sent_rate_hz=round(data["rate_hz"], 1), sent_solvable=sent_solvable,
+        commands=len(received), commands_per_s=round(len(received) / data["seconds"], 1),
+        matched=summary["matched"], skipped=sent_solvable - summary["matched"],
+        skipped_pct=round(100.0 * (sent_solvable - summary["matched"]) / max(1, sent_solvable), 2),
+        lag_ms=summary["lag_ms"], per_second_min=summary["per_second_min"],
+        command_leg_ms=dict(p50=round(1e3 * percentile(leg, 50), 2), p99=round(1e3 * percentile(leg, 99), 2)),
+        unmatched=summary["unmatched"])
+
+
 def print_report(r: dict) -> None:
+    base = f", base {r['base']} side by side" if r.get("base") else ""
     print(f"\nbench_ros: {r['robot']}, backend {r['backend']}, {r['requests']} requests of 1 candidate x 2 end "
           f"effectors (publish={r['publish']}), {r['cpus']} CPUs, load average at start "
-          f"{r['load_average_start'][0]:.2f}")
+          f"{r['load_average_start'][0]:.2f}, at end {r['load_average_end'][0]:.2f}{base}; executor "
+          f"{r['executor']}")
     if "solve" in r:
         s = r["solve"]
         rows = [("core solve, in process", s["core"]), ("node.solve(), in process", s["node_solve"]),
@@ -406,19 +487,26 @@ def print_report(r: dict) -> None:
                 ("overhead (round trip - core)", s["overhead"]),
                 ("echo server round trip (floor)", s["echo_round_trip"]),
                 ("round trip - echo round trip", s["round_trip_beyond_echo"])]
+        if "base" in s:
+            rows += [("base: ~/solve round trip", s["base"]["round_trip"]),
+                     ("base: round trip - echo", s["base"]["round_trip_beyond_echo"])]
         print(f"{'':32s} {'median':>8s} {'p95':>8s} {'p99':>8s}   ms")
         for label, v in rows:
             print(f"{label:32s} {v['median']:8.3f} {v['p95']:8.3f} {v['p99']:8.3f}")
         print(f"round trip / core: {s['ratio_service_to_core']['median']}x median, "
               f"{s['ratio_service_to_core']['p99']}x p99; node.solve / core {s['ratio_node_solve_to_core']}x; "
-              f"{s['successes']} of {r['requests']} solved; answers differing {s['answers_differ']}")
-    if "streaming" in r:
-        t = r["streaming"]
-        print(f"streaming ~/target at {t['target_hz']:g} Hz for {t['seconds']} s: {t['sent']} sent "
+              f"{s['successes']} of {r['requests']} solved; in collision (node) {s['in_collision']}; "
+              f"answers differing {s['answers_differ']}")
+        if "base" in s:
+            b = s["base"]
+            print(f"this tree / base, medians: round trip {b['ratio_round_trip']}x, beyond the echo floor "
+                  f"{b['ratio_beyond_echo']}x; answers differing from the base's {b['answers_differ']}")
+    for t in r.get("streaming", []):
+        print(f"streaming ~/target ({t['node']}) at {t['target_hz']:g} Hz for {t['seconds']} s: {t['sent']} sent "
               f"({t['sent_rate_hz']} Hz, {t['sent_solvable']} solvable), {t['commands']} commands "
               f"({t['commands_per_s']}/s), skipped {t['skipped']} ({t['skipped_pct']} %), "
               f"unmatched {t['unmatched']}")
-        print(f"target -> command lag: p50 {t['lag_ms']['p50']} ms, p99 {t['lag_ms']['p99']} ms, "
+        print(f"  target -> command lag: p50 {t['lag_ms']['p50']} ms, p99 {t['lag_ms']['p99']} ms, "
               f"max {t['lag_ms']['max']} ms; of it the command's leg (node's stamp -> arrival): p50 "
               f"{t['command_leg_ms']['p50']} ms, p99 {t['command_leg_ms']['p99']} ms")
     print(f"runtime {r['runtime_s']} s, node exit code {r['node_exit_code']}, problems: {len(r['problems'])}")
@@ -437,9 +525,16 @@ def main(argv=None) -> int:
     parser.add_argument("--publish", action="store_true", help="set the requests' publish flag")
     parser.add_argument("--stream-seconds", type=float, default=10.0)
     parser.add_argument("--target-hz", type=float, default=100.0)
+    parser.add_argument("--base", help="also run this revision's node, side by side (e.g. main)")
+    parser.add_argument("--executor", choices=("single_threaded", "events"),
+                        help="DIRECTION_UP_IK_EXECUTOR of the node and the echo server (a base node from "
+                             "before the variable ignores it)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args(argv)
-    report = run(args.requests, args.seed, args.scale, args.stream_seconds, args.target_hz, args.publish)
+    if args.executor:
+        os.environ["DIRECTION_UP_IK_EXECUTOR"] = args.executor  # the node processes inherit it
+    report = run(args.requests, args.seed, args.scale, args.stream_seconds, args.target_hz, args.publish,
+                 args.base)
     print_report(report)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

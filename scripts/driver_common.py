@@ -99,7 +99,10 @@ class NodeProcess:
     can live in a namespace of its own) with ``params`` overriding them.
     """
 
-    def __init__(self, namespace: str, config: Path = CONFIG, params: Optional[dict] = None) -> None:
+    def __init__(self, namespace: str, config: Path = CONFIG, params: Optional[dict] = None,
+                 env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None) -> None:
+        """``env``: variables set on top of :func:`ros_environment`; ``cwd``: the working folder
+        (default the repository, whose sources ``python -m`` then imports)."""
         self.namespace = namespace
         self.fqn = f"{namespace}/{NODE_NAME}"
         from direction_up_ik.ros.parameter_files import parameter_file_values
@@ -111,7 +114,8 @@ class NodeProcess:
         self._params.close()
         self.cmd = [sys.executable, "-m", "direction_up_ik.ros.node", "--ros-args",
                     "--params-file", self._params.name, "-r", f"__ns:={namespace}"]
-        self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=ros_environment(), stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(self.cmd, cwd=REPO if cwd is None else cwd,
+                                     env={**ros_environment(), **(env or {})}, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, errors="replace",
                                      preexec_fn=_die_with_parent)
         self.pid = self.proc.pid
