@@ -11,6 +11,7 @@ many signals arrive (also while the interpreter finalises: they are ignored by t
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from typing import Callable, List, Optional
@@ -24,6 +25,27 @@ from .config import ConfigError
 
 #: Seconds the spin loop waits for work before it looks at the stop event again.
 _SPIN_PERIOD_S = 0.1
+#: The environment variable that selects the executor: "single_threaded" (default, rclpy's
+#: SingleThreadedExecutor) or "events" (rclpy.experimental.EventsExecutor: its wait and dispatch
+#: in C++, a shorter service round trip; docs/performance.md, "ROS path").
+EXECUTOR_ENV = "DIRECTION_UP_IK_EXECUTOR"
+EXECUTORS = ("single_threaded", "events")
+
+
+def make_executor(context=None):
+    """The executor :data:`EXECUTOR_ENV` names (one callback at a time either way).
+
+    Raises:
+        ConfigError: another value.
+    """
+    kind = os.environ.get(EXECUTOR_ENV, "") or EXECUTORS[0]
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+        return EventsExecutor(context=context)
+    if kind != "single_threaded":
+        raise ConfigError(f"environment {EXECUTOR_ENV}", f"unknown executor {kind!r} (valid: "
+                                                       f"{', '.join(EXECUTORS)})")
+    return rclpy.executors.SingleThreadedExecutor(context=context)
 
 
 def run_node(make_node: Callable[[], "rclpy.node.Node"], name: str, args: Optional[List[str]] = None,
@@ -45,12 +67,12 @@ def run_node(make_node: Callable[[], "rclpy.node.Node"], name: str, args: Option
         signal.signal(sig, lambda *_: stop.set())
     code = 0
     try:
+        executor = make_executor()
         node = make_node()
     except ConfigError as exc:
         rclpy.logging.get_logger(name).fatal(f"invalid configuration: {exc}")
         node, code = None, 1
     if node is not None:
-        executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(node)
         try:
             while not stop.is_set() and rclpy.ok():

@@ -26,6 +26,7 @@ from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget  # noqa:
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
 from direction_up_ik.ros.node import DirectionUpIKNode  # noqa: E402
+from direction_up_ik.ros.process import EXECUTOR_ENV  # noqa: E402
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
 from helpers import mid_range, targets_at  # noqa: E402
@@ -1016,13 +1017,14 @@ def test_bad_configuration_exits_1_with_one_line(bad_config_runs, case):
 
 
 def test_healthy_node_process_loads_yaml_and_exits_0_on_sigint_and_sigterm():
-    """Two node processes (console entry point, --params-file) in private domains: the YAML
+    """Two node processes (console entry point, --params-file) in private domains, the first on
+    the events executor (DIRECTION_UP_IK_EXECUTOR), the second on the default one: the YAML
     values are served by ~/get_parameters; SIGINT and SIGTERM end them with exit code 0."""
     from rcl_interfaces.srv import GetParameters
     from rclpy.executors import SingleThreadedExecutor
 
     args = ["--params-file", str(CONFIG_DIR / "ur5_like.yaml")]
-    first, second = NodeProcess(args), NodeProcess(args)
+    first, second = NodeProcess(args, env={EXECUTOR_ENV: "events"}), NodeProcess(args)
     try:
         first.wait_ready()
         second.wait_ready()
@@ -1067,6 +1069,15 @@ def test_healthy_node_process_loads_yaml_and_exits_0_on_sigint_and_sigterm():
     finally:
         first.kill()
         second.kill()
+
+
+def test_an_unknown_executor_exits_1_with_one_line():
+    node = NodeProcess(["--params-file", str(CONFIG_DIR / "ur5_like.yaml")], env={EXECUTOR_ENV: "fastest"})
+    try:
+        assert_exit_1_with_one_line(node.wait(), node.output, f"environment {EXECUTOR_ENV}")
+        assert "single_threaded, events" in node.output
+    finally:
+        node.kill()
 
 
 # ----------------------------------------------------------------------------- 7. demo
