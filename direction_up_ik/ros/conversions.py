@@ -17,10 +17,10 @@ import numpy as np
 from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg, EndEffectorError, SolverOverrides
 from direction_up_ik.srv import SolveDirectionUpIK
 
-from ..core import DirectionUpIKError, DirectionUpTarget, IKBatchResult, InputValidationError, SolverSettings
+from ..core import (DirectionUpIKError, DirectionUpTarget, DirectionValidationError, IKBatchResult,
+                    InputValidationError, SolverSettings)
 from ..core.result import STOP_CONVERGED, STOP_IN_COLLISION
 from ..core.settings import rules, solver_settings
-from ..core.errors import DirectionValidationError
 from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
 from .streaming import slerp

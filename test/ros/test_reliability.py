@@ -489,12 +489,12 @@ def test_while_the_kernels_are_prepared_a_search_gets_a_longer_budget(default_no
     single start has no budget to stretch."""
     import direction_up_ik.ros.node as node_module
     budgets = []
-    real = node_module.search_problem
+    real = node_module.search_with_settings
 
-    def spy(problem, **options):
-        budgets.append(options["time_budget"])
-        return real(problem, **options)
-    monkeypatch.setattr(node_module, "search_problem", spy)
+    def spy(robot, candidates, settings, options, *args, **kwargs):
+        budgets.append(options.time_budget)
+        return real(robot, candidates, settings, options, *args, **kwargs)
+    monkeypatch.setattr(node_module, "search_with_settings", spy)
     node = default_node
     req = reach_request(node.model, near(node.model, node.start, np.random.default_rng(1), 0.2), node.ee_names)
     for state, budget, expected in ((node_module.KERNELS_READY, 0.05, 0.05),
@@ -516,8 +516,7 @@ def test_a_singular_system_is_a_numerical_failure_not_an_internal_error(default_
     def singular(*args, **kwargs):
         raise np.linalg.LinAlgError("Singular matrix")
 
-    monkeypatch.setattr(node_module, "solve_problem", singular)  # the spec's single start
-    monkeypatch.setattr(node_module, "search_problem", singular)  # the search (the default)
+    monkeypatch.setattr(node_module, "search_with_settings", singular)  # the search and the single start
     node = default_node
     response = node.solve(reach_request(node.model, near(node.model, node.start, np.random.default_rng(1), 0.2),
                                         node.ee_names))
