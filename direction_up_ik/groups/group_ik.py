@@ -376,7 +376,12 @@ class GroupIK:
                 result, timed_out = found.result, found.timed_out
         except FloatingPointError as exc:
             return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
-        report = None if scene is None else scene.check(result.joint_q[0])
+        if scene is None:
+            report = None
+        elif search and result.best_index is not None:
+            report = found.collision_report()  # the search checked its answer already
+        else:
+            report = scene.check(result.joint_q[0])
         if result.best_index is None or not (report is None or report.collision_free[0]):
             # NO_IK_SOLUTION also when the budget ran out, as MoveIt's own IK answers (TIMED_OUT
             # reads as "try again with more time", which does not help an unreachable pose).

@@ -175,6 +175,34 @@ def test_consistency_limited_searches_draw_seeds_in_their_box(panda_plugin, monk
     assert draws and not lookups
 
 
+def test_a_collision_checked_answer_is_checked_once(monkeypatch):
+    """With avoid_collisions, a search's answer comes with the search's own collision report
+    (``SearchResult.collision_report``): one check per query, none after the search."""
+    from direction_up_ik import CollisionScene
+    from direction_up_ik.groups.kinematics_yaml import group_config
+
+    config = group_config("left_arm", {"kinematics_solver_timeout": 0.5, "direction_up_ik": {
+        "avoid_collisions": True, "num_seeds": 4, "random_seed": 0}})
+    plugin = DirectionUpKinematicsPlugin(config)
+    assert plugin.initialize(_urdf("dual_arm_torso"), "left_arm", "base_link", ["left_hand_link"]), plugin.error
+    names = plugin.get_joint_names()
+    robot = plugin.collision_scene.robot
+    seed = np.clip(np.zeros(len(names)), robot.lower_limits[plugin._active], robot.upper_limits[plugin._active])
+    seed[names.index("left_elbow_joint")] = -1.3
+    goal = seed.copy()
+    goal[names.index("left_shoulder_pitch_joint")] -= 0.3
+    pose = plugin.get_position_fk(["left_hand_link"], goal).poses[0]
+    checks = []
+    check = CollisionScene.check
+
+    def counting(scene, joint_q):
+        checks.append(len(np.atleast_2d(joint_q)))
+        return check(scene, joint_q)
+    monkeypatch.setattr(CollisionScene, "check", counting)
+    assert plugin.search_position_ik([pose], seed, timeout=0.5).error_code == MoveItErrorCode.SUCCESS
+    assert checks == [1]  # the search's check of its one candidate
+
+
 def test_avoid_collisions_from_kinematics_yaml_and_per_query():
     """kinematics.yaml avoid_collisions: the plugin builds the group's collision model at
     initialize and keeps only collision-free answers; a query may turn the check off; joints outside
