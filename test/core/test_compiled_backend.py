@@ -672,8 +672,8 @@ def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_def
     normal equations to rounding; an indefinite matrix makes it return False, and the
     limited DLS step then still solves by LU, with the same step as the LU-only step.
 
-    Runs the helpers' source as plain Python (it is what numba compiles; compiling two test
-    kernels here cost more than the rest of this module). The compiled L D L^T path is
+    Runs the helpers' source as plain Python (it is what numba compiles; two test kernels
+    compiled here were this module's slowest part, docs/performance.md). The compiled L D L^T path is
     checked against numpy by test_numba_matches_numpy's analytic cases, whose kernels solve
     by it."""
     kernel_ldl = dls_step.ldl_solve

@@ -76,7 +76,7 @@ def colcon_install(tmp_path_factory) -> Path:
     env = _underlay_env()
     env["COLCON_HOME"] = str(workspace / ".colcon")  # no user-level colcon defaults
     # colcon runs make with -j<cores> -l<cores>: with the other test workers busy, the load
-    # limit keeps make at one job, and this build, the suite's longest test, takes twice as long.
+    # limit keeps make at one job, and this build is the suite's longest test (docs/performance.md).
     env["MAKEFLAGS"] = f"-j{os.cpu_count() or 1}"
     command = [
         str(colcon),
