@@ -114,3 +114,17 @@ def write_xacro_robot(root):
     top = robot / "arm.urdf.xacro"
     top.write_text(XACRO_TOP)
     return top, prefix
+
+
+def count_collision_checks(monkeypatch) -> list:
+    """Make every ``CollisionScene.check`` append the number of states it checks to the
+    returned list (the check itself unchanged)."""
+    from direction_up_ik import CollisionScene
+    checks = []
+    check = CollisionScene.check
+
+    def counting(scene, joint_q):
+        checks.append(len(np.atleast_2d(joint_q)))
+        return check(scene, joint_q)
+    monkeypatch.setattr(CollisionScene, "check", counting)
+    return checks

@@ -13,6 +13,7 @@ from geometry_msgs.msg import Pose  # noqa: E402
 from direction_up_ik.moveit import DirectionUpKinematicsPlugin, MoveItErrorCode, load_kinematics_yaml  # noqa: E402
 from direction_up_ik.core import search, seeds  # noqa: E402
 from direction_up_ik.robots import bundled_robot  # noqa: E402
+from helpers import count_collision_checks  # noqa: E402
 
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "config"
 
@@ -175,10 +176,9 @@ def test_consistency_limited_searches_draw_seeds_in_their_box(panda_plugin, monk
     assert draws and not lookups
 
 
-def test_a_collision_checked_answer_is_checked_once(monkeypatch):
-    """With avoid_collisions, a search's answer comes with the search's own collision report
-    (``SearchResult.collision_report``): one check per query, none after the search."""
-    from direction_up_ik import CollisionScene
+def _left_arm_with_collisions():
+    """(plugin, seed, pose): the dual arm's left arm with avoid_collisions, a seed with the elbow
+    bent and the hand's pose after its shoulder pitch moves 0.3 rad from it (collision-free)."""
     from direction_up_ik.groups.kinematics_yaml import group_config
 
     config = group_config("left_arm", {"kinematics_solver_timeout": 0.5, "direction_up_ik": {
@@ -191,14 +191,14 @@ def test_a_collision_checked_answer_is_checked_once(monkeypatch):
     seed[names.index("left_elbow_joint")] = -1.3
     goal = seed.copy()
     goal[names.index("left_shoulder_pitch_joint")] -= 0.3
-    pose = plugin.get_position_fk(["left_hand_link"], goal).poses[0]
-    checks = []
-    check = CollisionScene.check
+    return plugin, seed, plugin.get_position_fk(["left_hand_link"], goal).poses[0]
 
-    def counting(scene, joint_q):
-        checks.append(len(np.atleast_2d(joint_q)))
-        return check(scene, joint_q)
-    monkeypatch.setattr(CollisionScene, "check", counting)
+
+def test_a_collision_checked_answer_is_checked_once(monkeypatch):
+    """With avoid_collisions, a search's answer comes with the search's own collision report
+    (``SearchResult.collision_report``): one check per query, none after the search."""
+    plugin, seed, pose = _left_arm_with_collisions()
+    checks = count_collision_checks(monkeypatch)
     assert plugin.search_position_ik([pose], seed, timeout=0.5).error_code == MoveItErrorCode.SUCCESS
     assert checks == [1]  # the search's check of its one candidate
 
@@ -209,20 +209,10 @@ def test_avoid_collisions_from_kinematics_yaml_and_per_query():
     the group stand where set_joint_state puts them (clamped into their limits)."""
     from direction_up_ik import Obstacle
     from direction_up_ik.core.rotations import make_transform
-    from direction_up_ik.groups.kinematics_yaml import group_config
 
-    config = group_config("left_arm", {"kinematics_solver_timeout": 0.5, "direction_up_ik": {
-        "avoid_collisions": True, "num_seeds": 4, "random_seed": 0}})
-    plugin = DirectionUpKinematicsPlugin(config)
-    assert plugin.initialize(_urdf("dual_arm_torso"), "left_arm", "base_link", ["left_hand_link"]), plugin.error
+    plugin, seed, pose = _left_arm_with_collisions()
     assert plugin.collision_scene is not None and "left_hand_link" in plugin.collision_scene.link_bodies
-    names = plugin.get_joint_names()
     robot = plugin.collision_scene.robot
-    seed = np.clip(np.zeros(len(names)), robot.lower_limits[plugin._active], robot.upper_limits[plugin._active])
-    seed[names.index("left_elbow_joint")] = -1.3
-    goal = seed.copy()
-    goal[names.index("left_shoulder_pitch_joint")] -= 0.3
-    pose = plugin.get_position_fk(["left_hand_link"], goal).poses[0]
     assert plugin.search_position_ik([pose], seed, timeout=0.5).error_code == MoveItErrorCode.SUCCESS
     hand = np.array([pose.position.x, pose.position.y, pose.position.z])
     plugin.set_obstacles([Obstacle.box((0.3, 0.3, 0.3), make_transform(None, hand), name="crate")])

@@ -21,7 +21,7 @@ from direction_up_ik.robots import bundled_robot, load_robot  # noqa: E402
 from direction_up_ik.ros.interactive_markers import matrix_to_pose  # noqa: E402
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
 
-from helpers import mid_range  # noqa: E402
+from helpers import count_collision_checks, mid_range  # noqa: E402
 from node_harness import (CONFIG_DIR, TIMEOUT, assert_exit_1_with_one_line, assert_reaches,  # noqa: E402
                           candidate_at, request, run_bad_configs, wait_until)
 
@@ -121,17 +121,11 @@ def test_the_search_answer_is_checked_once(ros, monkeypatch):
     answer (``SearchResult.collision_report``) instead of checking the answer again: one check
     per request, and the same report a check of the answered state gives."""
     node = dual_node(ros)
-    checks = []
-    check = CollisionScene.check
-
-    def counting(scene, joint_q):
-        checks.append(len(np.atleast_2d(joint_q)))
-        return check(scene, joint_q)
-    monkeypatch.setattr(CollisionScene, "check", counting)
-    answer = node.solve(goal_request())
+    with monkeypatch.context() as patch:
+        checks = count_collision_checks(patch)
+        answer = node.solve(goal_request())
     assert answer.error_code == Response.SUCCESS and answer.collisions_checked, answer.message
     assert checks == [1]  # the search's check of its one candidate; none by the node after it
-    monkeypatch.setattr(CollisionScene, "check", check)
     result = answer.results[0]
     report = node.node._scene.check(np.array(result.joint_positions, dtype=np.float32))
     assert result.collision_free == bool(report.collision_free[0])
