@@ -25,7 +25,7 @@ from typing import Dict, List
 import numpy as np
 
 import bench_peers
-from direction_up_ik.core import robo_search_ik_direction_up, warm_up_backend, warm_up_search
+from direction_up_ik.core import warm_up_backend
 
 DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
 #: Goals per target (issue 27 point 2): (wall µs, CPU µs or None), by number of end effectors.
@@ -48,12 +48,8 @@ def time_calls(call, calls: int) -> Dict[str, float]:
 def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str, calls: int) -> Dict:
     """One robot and start: the batched search timed ``calls`` times, judged once."""
     robot = problem.robot
-    robot.joint_q[:] = problem.starts[start]
-    kw = dict(max_position_error=bench_peers.MAX_POSITION_ERROR, num_seeds=bench_peers.BATCH_NUM_SEEDS,
-              max_rounds=bench_peers.BATCH_MAX_ROUNDS, **problem.tolerances)
-    robo_search_ik_direction_up(robot, problem.warmup_candidates, **kw)
-    warm_up_search(robot, problem.warmup_candidates)
-    timing = time_calls(lambda: robo_search_ik_direction_up(robot, problem.candidates, **kw), calls)
+    # bench_peers' batched search: its start, arguments and warm-up, then the call itself
+    timing = time_calls(bench_peers.BatchedSearch().call_all(problem, problem.starts[start]), calls)
     verdict = judge.evaluate(timing.pop("result").result.joint_q.astype(np.float64))
     n = problem.n
     wall_us, cpu_us = 1e6 * timing["wall_s"] / n, 1e6 * timing["cpu_s"] / n
