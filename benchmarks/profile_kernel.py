@@ -66,7 +66,8 @@ def _short_name(mangled: str) -> str:
 def write_perf_map(path: str) -> int:
     """Name the kernel's compiled functions for perf: "<start> <size> <name>" lines (hex)."""
     entries = []
-    for kernel in [*iteration.run_serial.overloads.values(), *iteration.solve_rows.overloads.values()]:
+    kernels = (iteration.run_serial, iteration.solve_rows, iteration.solve_block)
+    for kernel in [overload for kernel in kernels for overload in kernel.overloads.values()]:
         engine = kernel.library._codegen._engine._ee
         for function in kernel.library._final_module.functions:
             if function.is_declaration:

@@ -19,6 +19,7 @@ pytest.importorskip("numba", reason="the compiled backend needs numba (requireme
 from direction_up_ik.core.compiled import iteration, numba_support, search_rounds, seed_scan  # noqa: E402
 
 ENTRY_POINTS = {"iteration.run_serial": iteration.run_serial, "iteration.solve_rows": iteration.solve_rows,
+                "iteration.solve_block": iteration.solve_block,
                 "search_rounds.run_search": search_rounds.run_search,
                 "search_rounds.search_rows": search_rounds.search_rows,
                 "seed_scan.nearest_ranks": seed_scan.nearest_ranks}
@@ -87,3 +88,47 @@ def test_an_edit_of_the_collision_kernels_keeps_the_fingerprint(tmp_path):
         assert numba_support.source_fingerprint(copy) == original
     finally:
         numba_support.source_fingerprint.cache_clear()
+
+
+_NATIVE_CALLER = '''
+import re, sys
+import numpy as np
+from direction_up_ik.core.compiled.numba_support import native_call, njit_cached
+
+@njit_cached(nogil=True, _nrt=False)
+def weighted_sum(values, scale):
+    total = 0.0
+    for i in range(values.shape[0]):
+        total += scale * values[i]
+    return total
+
+call_weighted_sum = native_call(weighted_sum)
+
+@njit_cached
+def caller(values):
+    return call_weighted_sum((values, 2)) + 1.0  # the literal 2 binds to the int64 compile
+
+if __name__ == "__main__":
+    result = caller(np.arange(4.0))
+    symbol = weighted_sum.overloads[weighted_sum.signatures[0]].fndesc.mangled_name
+    loaded = bool(caller.stats.cache_hits)
+    defines = None if loaded else bool(re.search("define[^\\\\n]*@" + re.escape(symbol) + "\\\\(",
+                                                    caller.inspect_llvm(caller.signatures[0])))
+    print(result, loaded, len(weighted_sum.signatures), defines)
+'''
+
+
+def test_a_native_call_links_no_code_and_reloads_its_kernel_from_the_cache(tmp_path):
+    """``numba_support.native_call``: the caller's module declares the kernel's symbol instead of
+    linking its code (the solver is then optimised once, not in every caller), and a caller
+    loaded from the disk cache in a fresh process loads the kernel first and calls it."""
+    (tmp_path / "native_caller.py").write_text(_NATIVE_CALLER, encoding="utf-8")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "native_caller.py"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    (compiled, *first), (loaded, *second) = (run.stdout.split() for run in runs)
+    assert float(compiled) == float(loaded) == 2.0 * 6.0 + 1.0
+    assert first == ["False", "1", "False"]  # compiled here; the kernel's code not defined in the caller
+    assert second == ["True", "1", "None"]  # loaded, and the kernel with it

@@ -13,7 +13,7 @@ from .numba_support import jitable, stack_array
 from .vector_math import mat_mul3, mat_vec3, own_sincos
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def frame_of(model, node, node_rot, node_pos):
     """World rotation (3, 3) and position (3,) of ``node``'s frame; node -1 = the root."""
     if node < 0:
@@ -36,7 +36,7 @@ def joint_value(model, q, k):
     return value
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def node_frames(model, q, node_rot, node_pos, own_trig):
     """World frames of the chain nodes ``model.chain`` at joint state ``q``.
 
@@ -104,7 +104,7 @@ def node_frames(model, q, node_rot, node_pos, own_trig):
             node_pos[k, i] = p_p[i] + t[i]
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def tcp_poses(model, node_rot, node_pos, tcp_rot, tcp_pos):
     """TCP world poses of the E slots from node frames.
 

@@ -7,6 +7,9 @@ any takes k + 1). Candidates are independent, so the results are those of one pa
 all. A relay (the search's seeds of one target) runs its rows one after another
 (:func:`relay_turn`). ``solve_rows`` is compiled without numba's runtime: nothing below it
 allocates (scratch comes from ``run_serial`` or :func:`~.numba_support.stack_array`).
+``solve_block`` and ``solve_rows`` are kernels of their own, which the kernels above them
+call through their symbols (:func:`~.numba_support.native_call`): compiled once, not again
+inside every caller.
 
 Argument names: ``model``, ``targets``, ``config``, ``state``, ``work`` are the named
 tuples of :mod:`.layout`; ``b`` is a candidate's row of ``state``, ``w`` its row of ``work``.
@@ -20,7 +23,7 @@ from .jacobians import jacobian_analytic, jacobian_full_fk, jacobian_shortcut
 from .layout import (CONVERGED, MAX_ITERS, NO_ACCEPTABLE_STEP, NO_ACTIVE_JOINTS, PHASE_JACOBIAN,
                      PHASE_RESIDUAL, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, STALLED,
                      STEP_TOO_SMALL, SUPERSEDED, TIME_BUDGET, TURN, Config, Model, State, Targets, Work)
-from .numba_support import CLOCK, clock_ns, jitable, njit_cached
+from .numba_support import CLOCK, clock_ns, jitable, native_call, njit_cached
 from .residuals import evaluate_inlined, evaluate_row, max_position_error, meets_tolerances
 from .step import limited_dls_step, step_damping, to_float32_in_limits
 from .vector_math import all_finite, all_finite2, copy1, copy2, nearest_turns, pairwise_sum, sum_of_squares
@@ -32,14 +35,14 @@ from .vector_math import all_finite, all_finite2, copy1, copy2, nearest_turns, p
 BLOCK_ROWS = 16
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def fail(state, b, it, phase):
     """Record a numerical failure of candidate b at iteration ``it``, ``phase``."""
     state.fail_key[b] = (it + 1) * PHASES_PER_ITERATION + phase
     state.done[b] = True
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def iterate(b, w, it, model, targets, config, state, work):
     """One solver iteration (spec 5.3, 5.4) of live candidate b (row w of ``work``): Jacobian,
     limited DLS step, step scales 1 .. 1/128 with the position guard; updates ``state`` row b."""
@@ -112,7 +115,7 @@ def iterate(b, w, it, model, targets, config, state, work):
         stall_test(b, config, state, work.ssr_history[w])
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def stall_test(b, config, state, history):
     """After an accepted step of candidate b: stop it as stalled when its residual is above
     ``stall_ratio`` times the one ``stall_window`` steps before; record the residual.
@@ -268,7 +271,7 @@ def block_size(state, has_deadline):
     return n if has_deadline else min(n, BLOCK_ROWS)
 
 
-@jitable
+@njit_cached(nogil=True, _nrt=False)
 def solve_block(model, targets, config, state, work, lo, hi, iterations, has_deadline, deadline_ns):
     """Start rows lo:hi (scratch rows 0 .. hi - lo - 1 of ``work``), then up to ``iterations``
     iterations of them, iteration-major (every running row takes iteration k before any
@@ -307,6 +310,10 @@ def solve_block(model, targets, config, state, work, lo, hi, iterations, has_dea
     return -1
 
 
+#: :func:`solve_block` called from :func:`solve_rows`, compiled once (:func:`~.numba_support.native_call`).
+call_solve_block = native_call(solve_block)
+
+
 @njit_cached(nogil=True, _nrt=False)
 def solve_rows(model, targets, config, state, work, has_deadline, deadline_ns):
     """The whole solve of the candidates in ``targets``/``state`` in one compiled call; releases
@@ -343,7 +350,7 @@ def solve_rows(model, targets, config, state, work, has_deadline, deadline_ns):
         iterations = config.max_iters * (hi - lo)
         if cap >= 0:
             iterations = min(iterations, cap)
-        at = solve_block(model, targets, config, state, work, lo, hi, iterations, has_deadline, deadline_ns)
+        at = call_solve_block((model, targets, config, state, work, lo, hi, iterations, has_deadline, deadline_ns))
         if at != -1:
             cap = 0 if at == -2 else (at + 1 if cap < 0 else min(cap, at + 1))
         lo = hi
@@ -354,6 +361,10 @@ def solve_rows(model, targets, config, state, work, has_deadline, deadline_ns):
             nearest_turn(b, 0, model, targets, config, state, work)
         finish_candidate(b, 0, targets, config, state, work)
     return False
+
+
+#: :func:`solve_rows` called from other kernels, compiled once (:func:`~.numba_support.native_call`).
+call_solve_rows = native_call(solve_rows)
 
 
 @njit_cached(nogil=True)
@@ -372,4 +383,4 @@ def run_serial(model_fields, target_fields, config_fields, state_fields, has_dea
         lo = hi
     work = alloc_work(rows, model.parent.shape[0], state.err.shape[2], config.active.shape[0],
                       state.q.shape[1], config.stall_window)
-    return solve_rows(model, targets, config, state, work, has_deadline, deadline_ns)
+    return call_solve_rows((model, targets, config, state, work, has_deadline, deadline_ns))

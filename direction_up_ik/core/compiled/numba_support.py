@@ -8,6 +8,7 @@
 * :func:`jitable` marks a helper that numba compiles into the kernels calling it.
 * :func:`clock_ns` reads the monotonic clock inside a kernel (deadlines without the GIL).
 * :func:`stack_array` gives scratch arrays to code compiled without numba's runtime.
+* :func:`native_call` calls a kernel by its symbol, so that its callers do not link its code.
 
 Where the cache lives: ``__pycache__`` next to these files when it is writable, else
 numba's per-user cache directory (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``);
@@ -19,10 +20,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import pathlib
 import time
 
-from llvmlite import ir
+from llvmlite import binding as llvm, ir
 from numba import njit, types
 from numba.core import caching, cgutils
 from numba.extending import intrinsic, register_jitable
@@ -98,12 +100,14 @@ def njit_cached(fn=None, **options):
     return wrap(fn) if fn is not None else wrap
 
 
-def jitable(fn=None, *, inline: str = "never"):
+def jitable(fn=None, *, force_inline: bool = False):
     """``numba.extending.register_jitable`` with numpy's error model: a plain Python
-    function that numba compiles into the kernels calling it (``inline="always"``:
-    inlined in numba's IR, for the tiniest helpers)."""
+    function that numba compiles into the kernels calling it. ``force_inline``: LLVM
+    always inlines it (numba's ``forceinline``), for small helpers on hot paths. Typed once
+    per signature, unlike numba's IR inlining (``inline="always"``), which types the
+    helper's body again at every call site (docs/performance.md)."""
     def wrap(function):
-        return register_jitable(inline=inline, error_model="numpy")(function)
+        return register_jitable(error_model="numpy", forceinline=force_inline)(function)
     return wrap(fn) if fn is not None else wrap
 
 
@@ -147,3 +151,46 @@ def stack_array(typingctx, length, dtype):
                        strides=[itemsize], itemsize=itemsize, meminfo=None)
         return ary._getvalue()
     return array_type(length, dtype), codegen
+
+
+def _publish_native(module: str, name: str, argtypes: tuple):
+    """Compile (or load from the cache) kernel ``module.name`` for ``argtypes`` and publish the
+    symbol of its native function, which code compiled by :func:`native_call` calls."""
+    kernel = getattr(importlib.import_module(module), name)
+    kernel.compile(argtypes)
+    result = kernel.overloads[argtypes]
+    symbol = result.fndesc.mangled_name
+    llvm.add_symbol(symbol, result.library.get_pointer_to_function(symbol))
+    return result
+
+
+def native_call(kernel):
+    """An intrinsic ``call(args)`` that calls ``kernel`` (an :func:`njit_cached` dispatcher of
+    a module-level function) with the tuple ``args`` through its native symbol.
+
+    A plain call links the kernel's whole code into every caller's module, where LLVM
+    optimises it again; through the symbol it is compiled and optimised once
+    (docs/performance.md, "Where the first compile goes"). The symbol's mangled name holds the
+    argument types, so a caller can only bind to the matching compile. A caller loaded from
+    the disk cache first loads the kernel (numba's ``reload_init`` hook)."""
+    module, name = kernel.py_func.__module__, kernel.py_func.__name__
+
+    @intrinsic
+    def call(typingctx, args):
+        argtypes = tuple(types.unliteral(t) for t in args)  # one compile for any constant
+        result = _publish_native(module, name, argtypes)
+        restype, symbol = result.signature.return_type, result.fndesc.mangled_name
+
+        def codegen(context, builder, signature, llargs):
+            context.active_code_library._reload_init.add(
+                functools.partial(_publish_native, module, name, argtypes))
+            fnty = context.call_conv.get_function_type(restype, argtypes)
+            fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+            values = [context.cast(builder, value, given, wanted) for value, given, wanted
+                      in zip(cgutils.unpack_tuple(builder, llargs[0]), args, argtypes)]
+            status, value = context.call_conv.call_function(builder, fn, restype, argtypes, values)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            return value
+        return restype(args), codegen
+    return call

@@ -15,7 +15,7 @@ from .numba_support import jitable
 from .vector_math import align_vector, axis_error, mat_vec3, norm3, vec3
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def slot_residual(rot, pos, targets, b, e, w_pos, w_rot, r, err):
     """Spec 5.2 residual of slot ``e`` of candidate ``b`` for one TCP pose.
 
@@ -65,18 +65,18 @@ def evaluate(model, targets, w_pos, w_rot, own_trig, b, q, node_rot, node_pos, t
 
 #: :func:`evaluate` inlined, for the one hot call site (a step's trial states); inlined
 #: everywhere it would lengthen the kernel's first compile for no gain (docs/performance.md).
-evaluate_inlined = jitable(inline="always")(pytypes.FunctionType(
+evaluate_inlined = jitable(force_inline=True)(pytypes.FunctionType(
     evaluate.__code__, evaluate.__globals__, "evaluate_inlined"))
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def evaluate_row(model, targets, config, b, w, q, work, r, err):
     """:func:`evaluate` of candidate b with row w of ``work`` (inlined: unpacks in the caller)."""
     evaluate(model, targets, config.w_pos, config.w_rot, config.fast_math, b, q, work.node_rot[w],
              work.node_pos[w], work.tcp_rot[w], work.tcp_pos[w], r, err)
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def meets_tolerances(targets, config, b, err):
     """True when every slot of candidate b is strictly within the tolerances (err (3, E) unweighted)."""
     return within_tolerances(targets.has_direction[b], targets.has_up[b], config.position_tol,

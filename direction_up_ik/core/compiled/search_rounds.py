@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .iteration import BLOCK_ROWS, alloc_work, solve_rows
+from .iteration import BLOCK_ROWS, alloc_work, call_solve_rows
 from .layout import SUPERSEDED, TURN, Leaves, Model, Scan, Search, State, Targets, Config
-from .numba_support import CLOCK, clock_ns, jitable, njit_cached
+from .numba_support import CLOCK, clock_ns, jitable, native_call, njit_cached
 from .seed_scan import nearest_into
 from .vector_math import copy1, copy2, nearest_turns, pairwise_sum
 
@@ -143,7 +143,7 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
                             ss.cost[:rows], ss.group[:rows], ss.quota[:rows])
         round_targets = Targets(ts.position[:rows], ts.direction[:rows], ts.up[:rows], ts.has_direction[:rows],
                                 ts.has_up[:rows], ts.local_direction, ts.local_up)
-        if solve_rows(model, round_targets, config, round_state, work, has_deadline, deadline_ns):
+        if call_solve_rows((model, round_targets, config, round_state, work, has_deadline, deadline_ns)):
             return True
         for row in range(rows):
             c = round_state.group[row]
@@ -175,10 +175,14 @@ def search_rows(model, targets, config, state, work, has_deadline, deadline_ns, 
     ``search.round0_done``), then the rounds of seeds (:func:`search_rounds`, rows
     ``seed_state``/``seed_targets``). Compiled without numba's runtime, releases the GIL.
     Returns True on a numerical failure (the search stops there)."""
-    if not search.round0_done and solve_rows(model, targets, config, state, work, has_deadline, deadline_ns):
+    if not search.round0_done and call_solve_rows((model, targets, config, state, work, has_deadline, deadline_ns)):
         return True
     return search_rounds(model, targets, config, state, work, has_deadline, deadline_ns, search, seed_state,
                          seed_targets, scan)
+
+
+#: :func:`search_rows` called from :func:`run_search`, compiled once (:func:`~.numba_support.native_call`).
+call_search_rows = native_call(search_rows)
 
 
 @njit_cached(nogil=True)
@@ -211,5 +215,5 @@ def run_search(model_fields, target_fields, config_fields, state_fields, has_dea
     ranks = search.max_rounds * k
     scan = Scan(np.empty(search.leaves.lo_t.shape[1]), np.empty(ranks), np.empty(ranks, dtype=np.int64))
     work = alloc_work(rows, model.parent.shape[0], e, config.active.shape[0], d, config.stall_window)
-    return search_rows(model, targets, config, state, work, has_deadline, deadline_ns, search, seeds,
-                       seed_targets, scan)
+    return call_search_rows((model, targets, config, state, work, has_deadline, deadline_ns, search, seeds,
+                             seed_targets, scan))

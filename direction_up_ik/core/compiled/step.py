@@ -92,7 +92,7 @@ def clamped_matrix(h, fixed, matrix):
             matrix[i, i] = 1.0
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def system_matrix(h, fixed, clamped, matrix):
     """``matrix`` = ``h``, or its :func:`clamped_matrix` when ``clamped`` (some joint fixed)."""
     if clamped:
@@ -101,7 +101,7 @@ def system_matrix(h, fixed, clamped, matrix):
         copy2(matrix, h)
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def clamped_solve(ldl, h, fixed, clamped, rhs, matrix, x):
     """x (A,) = M^-1 rhs for M = :func:`system_matrix` (built in ``matrix``, scratch): by
     :func:`ldl_solve` when ``ldl``, by :func:`lu_solve` otherwise or where L D L^T meets a

@@ -5,10 +5,9 @@ order of the numpy reference (``core.rotations``, ``np.sum``), so both backends 
 alike; ``test/core/test_compiled_backend.py`` checks that they agree.
 
 The tuple helpers (``vec3`` ... ``mat_vec3``, ``axis_error_parts``) are ordinary calls that
-LLVM inlines: inlined in numba's IR instead, numba types them again at every call site,
-which lengthened the first compile by a third; the small loop helpers (``mat_mul3``,
-``copy1``, ``copy2``) stay inlined in numba's IR, where LLVM left them calls and the
-solves ran slower (docs/performance.md).
+LLVM inlines; the small loop helpers (``mat_mul3``, ``copy1``, ``copy2``) are marked
+``force_inline``, since LLVM's own choice left them calls and the solves ran slower
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ def mat_vec3(a, v):
             a[2, 0] * v[0] + a[2, 1] * v[1] + a[2, 2] * v[2])
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def mat_mul3(a, b, out):
     """out (3, 3) = a (3, 3) @ b (3, 3); ``out`` must not alias ``a`` or ``b``."""
     for i in range(3):
@@ -265,14 +264,14 @@ def all_finite2(x):
 
 # Plain loops instead of slice assignment (``dst[:] = src``), which numba compiles to its
 # general broadcasting copy: slower for these 3 to 81 values.
-@jitable(inline="always")
+@jitable(force_inline=True)
 def copy1(dst, src):
     """dst[:] = src for 1-D arrays of equal length."""
     for i in range(src.shape[0]):
         dst[i] = src[i]
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def copy2(dst, src):
     """dst[:, :] = src for 2-D arrays of equal shape."""
     for i in range(src.shape[0]):
@@ -280,7 +279,7 @@ def copy2(dst, src):
             dst[i, j] = src[i, j]
 
 
-@jitable(inline="always")
+@jitable(force_inline=True)
 def nearest_turns(q, toward, lo, hi):
     """Whole turns (a float) that bring angle ``q`` nearest ``toward`` with ``q + TURN * turns``
     in [``lo``, ``hi``], ties to the even count (``core.problem.nearest_turns``)."""
