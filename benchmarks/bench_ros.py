@@ -69,10 +69,11 @@ from typing import Optional
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # driver_common
-from driver_common import (CONFIG, NODE_NAME, REPO, Judge, NodeProcess, RosClient,  # noqa: E402
+from driver_common import (CONFIG, NODE_NAME, REPO, NodeProcess, RosClient,  # noqa: E402
                            _die_with_parent, _streamer, near, percentile, prepare_environment,
                            ros_environment, stop_worker, target_set, tcp_target, unique_namespace,
                            wait_for_joint_state)
+from driver_judge import Judge  # noqa: E402
 from load_node import analyse_commands  # noqa: E402
 from bench_cold_start import export_revision  # noqa: E402
 

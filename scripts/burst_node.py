@@ -10,7 +10,7 @@ when given, else the node's default) as a subprocess in a namespace of its own. 
 (history depth ``--client-qos-depth``), send their share of ``--requests`` at once: every
 ``call_async`` before any response is awaited, all processes released together. Each request
 has a reachable two-hand target of its own and names its initial state; each response is
-checked against ITS request by an independent FK (:class:`driver_common.Judge`).
+checked against ITS request by an independent FK (:class:`driver_judge.Judge`).
 
 Lost requests are told without a clock: after its burst each process sends one more request
 (the closer). The node takes a client's requests in the order they arrive and answers them in
@@ -36,8 +36,9 @@ from typing import Optional
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_common import (HANG_S, Judge, NodeProcess, RosClient, close_report, finish, gather,  # noqa: E402
+from driver_common import (HANG_S, NodeProcess, RosClient, close_report, finish, gather,  # noqa: E402
                            near, stop_worker, tcp_target, unique_namespace, wait_for_response_path)
+from driver_judge import Judge  # noqa: E402
 
 #: The clients' history depth: at least the requests one process has in flight, since rmw_fastrtps
 #: delivers every response of a service to each of its clients (each keeps its own).

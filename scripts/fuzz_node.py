@@ -51,9 +51,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_common import (HANG_S, Judge, NodeProcess, RosClient, close_report, finish, near,  # noqa: E402
+from driver_common import (HANG_S, NodeProcess, RosClient, close_report, finish, near,  # noqa: E402
                            percentile, print_outcome, set_vec, tcp_target, unique_namespace,
                            wait_for_joint_state)
+from driver_judge import Judge  # noqa: E402
 
 HUGE = 100_000          # entries of the largest arrays sent
 SLOW_HUGE_S = 15.0      # a 10^5-entry request must be answered within this many seconds (measured

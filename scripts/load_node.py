@@ -52,9 +52,10 @@ from typing import Optional
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_common import (HANG_S, Judge, NodeProcess, RosClient, _streamer, close_report,  # noqa: E402
+from driver_common import (HANG_S, NodeProcess, RosClient, _streamer, close_report,  # noqa: E402
                            finish, gather, near, percentile, print_outcome, stop_worker, target_set,
                            tcp_target, unique_namespace, wait_for_joint_state, wait_for_response_path)
+from driver_judge import Judge  # noqa: E402
 
 REQUEST_TIMEOUT_S = 30.0  # a response later than this is lost (--smoke: HANG_S)
 TARGET_COUNT = 1000     # distinct streamed targets (10 s of streaming at 100 Hz before repeating)
@@ -105,7 +106,6 @@ def client_qos(depth: int):
 def client_worker(index: int, context, fqn: str, requests: int, seed: int, barrier, deadline: float,
                   stats: ClientStats, qos_depth: int = 100, request_timeout: float = REQUEST_TIMEOUT_S) -> None:
     from direction_up_ik.srv import SolveDirectionUpIK
-    R = SolveDirectionUpIK.Response
     rc = None
     try:
         judge = Judge()  # per thread: Pinocchio's data is not shared between threads

@@ -47,6 +47,7 @@ from node_harness import (assert_exit_1_with_one_line, run_bad_configs,  # noqa:
 
 sys.path.insert(0, str(REPO / "scripts"))
 import driver_common  # noqa: E402
+import driver_judge  # noqa: E402
 
 Response = SolveDirectionUpIK.Response
 T = DirectionUpTarget
@@ -182,7 +183,7 @@ def test_the_judge_tells_a_response_from_another_requests_response(ros):
     model = load_robot("dual_arm_torso")
     start = mid_range(model)
     node.publish_full_state(start)
-    judge = driver_common.Judge(state=start)
+    judge = driver_judge.Judge(state=start)
     assert judge.joint_names == node.joint_names
     rng = np.random.default_rng(3)
     a = reach_request(model, near(model, start, rng, 0.3), node.ee_names)
