@@ -8,8 +8,9 @@ still short of ``min_successes`` accepted solutions, runs rounds of K in-limit
 seeds each, all seeds of a round in one vectorised batch, until each
 candidate has enough successes, a time budget or a round limit is reached.
 The seeds are, by default, the states of a fixed library whose TCP poses lie
-nearest the target (:mod:`.seeds`), next-nearest in each further round;
-``seeding="random"`` draws them uniformly instead.
+nearest the target (:mod:`.seeds`), next-nearest in each further round; after
+``UNIFORM_ROUNDS`` rounds a second library, of states near the joint limits, takes turns
+with it (:func:`seed_source`); ``seeding="random"`` draws them uniformly instead.
 Within a round a candidate's seeds are tried one after another, nearest first
 (a relay, in one batch with the other candidates' seeds): a seed starts when the
 one before it has stopped, and once as many have converged as the candidate still
@@ -48,7 +49,7 @@ from .collision import CollisionReport, CollisionScene
 from .errors import InputValidationError, NumericalFailure
 from .problem import IKProblem
 from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult
-from .seeds import LIBRARY_SIZE, library_for, pose_features, random_starts, start_bounds
+from .seeds import LIBRARY_SIZE, library_for, limit_library_for, pose_features, random_starts, start_bounds
 from .settings import search_settings
 
 #: A search of at least this many candidates that cannot run whole in compiled code runs as
@@ -56,6 +57,12 @@ from .settings import search_settings
 #: candidates (:func:`search_problem`): the slices' Python and seed-ranking steps then
 #: overlap the other slices' solves. Results are the same.
 SPLIT_MIN_CANDIDATES = 128
+
+#: Rounds of seeds from the uniform library before the library near the limits takes turns with
+#: it (:func:`seed_source`). The compiled search runs these rounds; later ones run in Python
+#: (:func:`_search` resumes), few candidates being left by then (docs/performance.md, "Later
+#: rounds from a library near the limits").
+UNIFORM_ROUNDS = 3
 
 #: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
 AcceptFn = Callable[[int, np.ndarray], bool]
@@ -150,6 +157,35 @@ def _best_of_each(owner: np.ndarray, score: np.ndarray) -> np.ndarray:
     first = np.ones(len(order), dtype=bool)
     first[1:] = owner[order[1:]] != owner[order[:-1]]
     return order[first]
+
+
+def seed_source(round_index: int, num_seeds: int):
+    """(near_limits, first rank) of the library seeds of round ``round_index`` (1 = the first
+    round of seeds): rounds 1 .. ``UNIFORM_ROUNDS`` take the uniform library's ranks (0 = nearest)
+    one round after another; after them the library near the limits
+    (``seeds.limit_library_for``, from its nearest) and the uniform library's next ranks take
+    turns, the library near the limits first. Targets whose in-limit solutions lie near the
+    limits get seeds there, and the others keep the uniform library's next seeds every other round."""
+    if round_index <= UNIFORM_ROUNDS:
+        return False, (round_index - 1) * num_seeds
+    later = round_index - UNIFORM_ROUNDS - 1
+    if later % 2 == 0:
+        return True, (later // 2) * num_seeds
+    return False, (UNIFORM_ROUNDS + later // 2) * num_seeds
+
+
+def kernel_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int):
+    """(rounds of seeds the compiled search runs, whether the Python rounds may go on after them)
+    for a search of ``num_seeds`` seeds per round and ``max_rounds`` (None: until the deadline) on
+    a uniform library of ``library_size`` states: the uniform rounds (:func:`seed_source`) that
+    library holds; later rounds (and those past a small library's end) are :func:`_search`'s.
+    None when the library holds no round of seeds (the Python rounds then do all)."""
+    if num_seeds == 0:
+        return 0, False
+    rounds = min(UNIFORM_ROUNDS, library_size // num_seeds)
+    if max_rounds is not None and max_rounds <= rounds:
+        return max_rounds, False
+    return (rounds, True) if rounds else None
 
 
 def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selection: str) -> np.ndarray:
@@ -355,9 +391,8 @@ COMPILED_SEARCH = True
 #: What :func:`_compiled_search` found: a SearchResult's result, rounds, starts, successes,
 #: timed_out, iterations, and each candidate's ``best_score`` (inf: none) and ``closest`` (the
 #: :func:`closeness` of the attempt reported where no success; None when round 0 settled
-#: every candidate); ``used_up``: the rounds
-#: reached the library's end before the deadline with candidates pending (:func:`_search`
-#: goes on from there with random draws).
+#: every candidate); ``used_up``: the kernel's rounds (:func:`kernel_rounds`) ended before the
+#: deadline and the round limit with candidates pending (:func:`_search` goes on from there).
 _Compiled = namedtuple("_Compiled", ("result", "rounds", "starts", "successes", "best_score", "timed_out",
                                      "used_up", "iterations", "closest"))
 
@@ -369,10 +404,12 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     them, each candidate's seeds ranked by a scan of the library instead of the k-d tree
     (the same ranks), a big batch in chunks queued for the worker threads. None when it
     does not apply, and :func:`_search` runs: numba unavailable or off for this robot,
-    candidates of several constraint patterns, no active joint, untimed rounds that may use
-    up the library, or a numerical failure (which :func:`_search` raises). Timed rounds
-    that use up the library before the deadline come back ``used_up``: :func:`_search` goes on
-    from them with random draws, as it would have."""
+    candidates of several constraint patterns, no active joint, untimed rounds without a
+    round limit, or a numerical failure (which :func:`_search` raises). It runs the
+    uniform library's first rounds (:func:`kernel_rounds`); candidates still pending after them
+    with rounds left before the deadline and the round limit come back ``used_up``:
+    :func:`_search` goes on from them (the library near the limits, random draws after the
+    libraries), as it would have."""
     module = compiled_backend(problem) if COMPILED_SEARCH else None
     b = problem.num_candidates
     if module is None or b == 0 or len(problem.active) == 0:
@@ -380,15 +417,15 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     has_direction, has_up = problem.has_direction, problem.has_up
     if b > 1 and not ((has_direction == has_direction[0]).all() and (has_up == has_up[0]).all()):
         return None
-    library_rounds = LIBRARY_SIZE // num_seeds if num_seeds else 0
-    unlimited = max_rounds is None and num_seeds > 0
-    if unlimited and deadline is None:
+    if max_rounds is None and num_seeds > 0 and deadline is None:
         return None  # rounds until every candidate succeeds: random draws after the library
-    rounds = library_rounds if unlimited else (max_rounds if num_seeds else 0)
-    if rounds > library_rounds:
+    plan = kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE)
+    if plan is None:
         return None
+    rounds, more = plan
     limit_center = selection == "limit_center"
-    out = module.search(problem, num_seeds=num_seeds, max_rounds=rounds, unlimited=unlimited,
+    # With ``more``, candidates pending after the kernel's rounds come back used_up (status 2).
+    out = module.search(problem, num_seeds=num_seeds, max_rounds=rounds, unlimited=more,
                         min_successes=min_successes, limit_center=limit_center,
                         seed_arrays=lambda: seed_arrays_of(problem, num_seeds, rounds, selection),
                         deadline=deadline)
@@ -566,7 +603,8 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         rounds = 1
     else:
         results.append(first)
-    rng = rng_key = bounds = library = anchor = None  # created when a round needs them
+    rng = rng_key = bounds = anchor = None  # created when a round needs them
+    libraries = {}  # near_limits -> the SeedLibrary of that kind, looked up when a round needs it
     timed_out = False
     while True:
         pending = np.flatnonzero(successes < min_successes)
@@ -576,11 +614,17 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         if len(pending) == 0 or num_seeds == 0 or (max_rounds is not None and rounds > max_rounds):
             break
         cand = np.repeat(pending, num_seeds)
-        first_rank = (rounds - 1) * num_seeds  # every pending candidate was in every round
-        if seeding == "nearest" and library is None:
-            library, anchor = library_for(problem), seed_anchor(problem, selection)
-        if seeding == "nearest" and first_rank + num_seeds <= len(library):
-            seeds = library.seeds(problem, pending, first_rank, num_seeds, anchor)
+        source = None
+        if seeding == "nearest":
+            if anchor is None:
+                anchor = seed_anchor(problem, selection)
+            # every pending candidate was in every round: its ranks follow from the round
+            near_limits, first_rank = seed_source(rounds, num_seeds)
+            source = libraries.get(near_limits)
+            if source is None:
+                source = libraries[near_limits] = (limit_library_for if near_limits else library_for)(problem)
+        if source is not None and first_rank + num_seeds <= len(source):
+            seeds = source.seeds(problem, pending, first_rank, num_seeds, anchor)
         else:
             if rng is None:
                 rng, rng_key = _take_generator(random_seed)

@@ -24,7 +24,7 @@ from .problem import IKProblem, build_problem
 from .result import frozen_instance
 from . import search as engine  # its module attributes: tests switch paths there
 from .search import NO_PAIR, AcceptFn, SearchResult, _Compiled
-from .seeds import LIBRARY_SIZE, library_for
+from .seeds import LIBRARY_SIZE, library_for, limit_library_for
 from .settings import SEARCH_SOLVER_DEFAULTS, SearchSettings, SolverSettings, search_settings, solver_settings
 from .targets import DirectionUpTarget
 
@@ -36,9 +36,10 @@ ONE_TARGET_PATH = True
 def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None, *, joint_bounds=None,
                    root_world_xform=None) -> float:
     """Build what a search of this set-up needs besides the compiled kernel, so that no
-    search pays it inside its time budget: the seed library (:mod:`.seeds`), and for every
-    slot layout a request may use its features, the compiled scan's leaves and the k-d tree,
-    at the robot's current state; and load the compiled search (:func:`_compiled_search`).
+    search pays it inside its time budget: the seed libraries (:mod:`.seeds`, uniform and near
+    the limits), and for every slot layout a request may use their features, the compiled scan's
+    leaves and the k-d tree, at the robot's current state; and load the compiled search
+    (:func:`_compiled_search`).
 
     Args:
         robot, active_dof_ids, joint_bounds, root_world_xform: as for the search.
@@ -57,6 +58,7 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
         problem = build_problem(robot, example, active_dof_ids, "cpu", root_world_xform, settings,
                                 joint_bounds=joint_bounds)
         library_for(problem).prepare(problem)
+        limit_library_for(problem).prepare(problem)  # the later rounds' (search.seed_source)
     library_for(problem).nearest(problem, np.arange(1), 0, 1)  # loads the compiled scan, if ready
     module = compiled_backend(problem)
     if module is not None and not module.search_loaded():
@@ -145,13 +147,13 @@ def _search_one_target(robot, candidates, device, settings, options) -> Optional
     start = time.perf_counter()
     num_seeds, max_rounds, min_successes = options.num_seeds, options.max_rounds, options.min_successes
     deadline = None if options.time_budget is None else start + options.time_budget
-    library_rounds = LIBRARY_SIZE // num_seeds if num_seeds else 0
-    unlimited = max_rounds is None and num_seeds > 0
-    rounds = library_rounds if unlimited else (max_rounds if num_seeds else 0)
-    if (unlimited and deadline is None) or rounds > library_rounds or rounds * num_seeds > layout.library_size:
+    plan = engine.kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE)
+    if (max_rounds is None and num_seeds > 0 and deadline is None) or plan is None \
+            or plan[0] * num_seeds > layout.library_size:
         return None
+    rounds, more = plan  # with more, a candidate pending after the kernel's rounds comes back status 2
     out = layout.kernel.run(robot.joint_q, target.position_world, target.direction_world, target.up_world,
-                            num_seeds=num_seeds, max_rounds=rounds, unlimited=unlimited,
+                            num_seeds=num_seeds, max_rounds=rounds, unlimited=more,
                             min_successes=min_successes, deadline=deadline, seed_arrays=layout.seed_arrays)
     if out is None:
         return None  # a numerical failure: the general path raises it
@@ -159,7 +161,7 @@ def _search_one_target(robot, candidates, device, settings, options) -> Optional
     if out.best_score is None:  # round 0 settled it
         late = deadline is not None and time.perf_counter() >= deadline
         timed_out = bool(late and out.successes[0] < min_successes)
-    elif out.status == 2:  # the library used up before the deadline: on with random draws
+    elif out.status == 2:  # the kernel's rounds over before the deadline: on in the Python rounds
         resume = _Compiled(result, out.rounds, out.starts, out.successes, out.best_score, timed_out, True,
                            out.iterations, out.closest)
         problem = build_problem(robot, candidates, None, device, None, settings)
@@ -211,8 +213,10 @@ def robo_search_ik_direction_up(
         random_seed: seed of the start generator (None = from the OS); with
             ``seeding="nearest"`` it only draws once the library is used up.
         seeding: where the rounds after round 0 start: "nearest" (default) the states of
-            a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target,
-            "random" uniform random states (slower, see docs/performance.md).
+            a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target (after three
+            rounds taking turns with a library of states near the joint limits,
+            ``search.seed_source``), "random" uniform random states (slower, see
+            docs/performance.md).
         accept: optional callback rejecting solutions (MoveIt's solution callback).
         collision_scene: optional :class:`~.collision.CollisionScene` of this robot: a
             candidate succeeds only with a collision-free solution (the seeds go on while

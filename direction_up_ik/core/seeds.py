@@ -8,6 +8,13 @@ target" over :func:`pose_features`: a compiled scan of the library for a few tar
 k-d tree for many (:meth:`SeedLibrary.nearest`); the compiled search
 (``compiled.search``) scans in its kernel (:meth:`SeedLibrary.kernel_arrays`).
 
+A second library of ``LIMIT_LIBRARY_SIZE`` states with most joints near a bound
+(:func:`near_limit_starts`, :func:`limit_library_for`) serves the search's later rounds
+(``search.seed_source``). A target reached only near the limits has few uniform states near it
+in pose that lie in its in-limit branch: its pose-nearest uniform states sit in other branches,
+and their solves end pinned at a limit (docs/performance.md, "Later rounds from a library near
+the limits").
+
 A library depends only on what its FK depends on: the model, the active joints,
 their bounds, the values of the inactive coordinates and the root transform. It
 does not depend on the targets' end effectors or local axes (a tree per slot
@@ -41,9 +48,17 @@ AXIS_SCALE = 0.3
 #: Metres: target positions farther from the root are ranked as if this far (no robot reaches
 #: it; a target at 1e308 m would overflow the squared distances, and no seed would rank).
 FEATURE_REACH = 1e6
-#: Libraries kept per model (different active joints, bounds or inactive values).
+#: Libraries kept per model (different active joints, bounds or inactive values), of each kind.
 CACHE_PER_MODEL = 4
 _LIBRARY_SEED = 0x5EED
+#: Joint states of the library near the limits (:func:`limit_library_for`): the later rounds
+#: only reach it, and a larger one left fewer near-limit targets unsolved (docs/performance.md).
+LIMIT_LIBRARY_SIZE = 8192
+#: Its draws: each joint with finite bounds, independently with this probability, lies within
+#: ``LIMIT_BAND`` of its range from one of its bounds (:func:`near_limit_starts`).
+LIMIT_PROBABILITY = 0.7
+LIMIT_BAND = 0.05
+_LIMIT_LIBRARY_SEED = 0x1137
 #: Points per k-d tree leaf (faster queries than scipy's default 16).
 _LEAF_SIZE = 32
 
@@ -70,6 +85,22 @@ def random_starts(problem: IKProblem, count: int, rng: np.random.Generator, boun
     out = np.empty((count, len(q0)))
     out[:] = q0
     out[:, a] = draw
+    return out
+
+
+def near_limit_starts(problem: IKProblem, count: int, rng: np.random.Generator, bounds) -> np.ndarray:
+    """(count, D) starts near the limits: :func:`random_starts` in ``bounds`` (lo, hi) (A,), then
+    each active joint with finite problem bounds, independently with probability
+    ``LIMIT_PROBABILITY``, drawn again uniformly within ``LIMIT_BAND`` of its range (hi - lo) from
+    its lower or its upper bound (either with probability 1/2)."""
+    out = random_starts(problem, count, rng, bounds)
+    a = problem.active
+    lo, hi = bounds
+    finite = np.isfinite(problem.lower[a]) & np.isfinite(problem.upper[a])
+    near = (rng.random((count, len(a))) < LIMIT_PROBABILITY) & finite
+    depth = LIMIT_BAND * (hi - lo) * rng.random((count, len(a)))
+    banded = np.where(rng.random((count, len(a))) < 0.5, lo + depth, hi - depth)
+    out[:, a] = np.where(near, banded, out[:, a])
     return out
 
 
@@ -149,7 +180,8 @@ class SeedLibrary:
 
     Attributes:
         q: (M, D) float64 joint states; active coordinates uniform in
-            :func:`library_bounds`, the others at the problem's values.
+            :func:`library_bounds` (with ``near_limits``: ``LIMIT_LIBRARY_SIZE`` states of
+            :func:`near_limit_starts` in them), the others at the problem's values.
         tcp_rot: (M, E_robot, 3, 3), tcp_pos: (M, E_robot, 3) world TCP poses of
             every end effector of the model (m).
     A library state's distance to a target is the Euclidean distance of their
@@ -157,9 +189,14 @@ class SeedLibrary:
     effectors, local axes) and constraint pattern on first use.
     """
 
-    def __init__(self, problem: IKProblem, size: Optional[int] = None) -> None:
-        size = LIBRARY_SIZE if size is None else size
-        self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
+    def __init__(self, problem: IKProblem, size: Optional[int] = None, near_limits: bool = False) -> None:
+        if near_limits:
+            size = LIMIT_LIBRARY_SIZE if size is None else size
+            self.q = near_limit_starts(problem, size, np.random.default_rng(_LIMIT_LIBRARY_SEED),
+                                       library_bounds(problem))
+        else:
+            size = LIBRARY_SIZE if size is None else size
+            self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
         self.tcp_rot, self.tcp_pos = problem.robot.tcp_poses(self.q, problem.root_world_xform)
         # Periodic joints whose bounds hold more than one copy of an angle (continuous ones,
         # the ur5's +-2 pi); for the others no whole turn stays inside the bounds.
@@ -296,7 +333,9 @@ def _scanner():
     return compiled_module().nearest_ranks
 
 
-_libraries: "weakref.WeakKeyDictionary[object, OrderedDict]" = weakref.WeakKeyDictionary()
+#: Per kind (uniform, near the limits) {model: OrderedDict(set-up key: SeedLibrary)}.
+_libraries: Tuple["weakref.WeakKeyDictionary[object, OrderedDict]", ...] = (weakref.WeakKeyDictionary(),
+                                                                             weakref.WeakKeyDictionary())
 _libraries_lock = threading.Lock()
 
 
@@ -314,16 +353,27 @@ def library_for(problem: IKProblem) -> SeedLibrary:
 
     Up to ``CACHE_PER_MODEL`` set-ups per model are kept (least recently used out).
     """
+    return _cached(problem, False)
+
+
+def limit_library_for(problem: IKProblem) -> SeedLibrary:
+    """The cached library near the limits (``SeedLibrary(problem, near_limits=True)``) of the
+    problem's set-up, built on first use; kept as :func:`library_for` keeps its libraries."""
+    return _cached(problem, True)
+
+
+def _cached(problem: IKProblem, near_limits: bool) -> SeedLibrary:
     key = _key(problem)
+    store = _libraries[near_limits]
     with _libraries_lock:
-        per_model = _libraries.get(problem.robot)
+        per_model = store.get(problem.robot)
         if per_model is None:
-            per_model = _libraries[problem.robot] = OrderedDict()
+            per_model = store[problem.robot] = OrderedDict()
         library = per_model.get(key)
         if library is not None:
             per_model.move_to_end(key)
             return library
-    library = SeedLibrary(problem)  # outside the lock: a few milliseconds
+    library = SeedLibrary(problem, near_limits=near_limits)  # outside the lock: milliseconds
     with _libraries_lock:
         per_model[key] = library
         per_model.move_to_end(key)

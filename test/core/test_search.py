@@ -260,13 +260,16 @@ def test_a_numerical_failure_in_a_split_search_names_the_candidates_of_one_searc
 
 def _python_and_compiled(robot, candidates, monkeypatch, **kwargs):
     """(the search by the Python rounds, the compiled search) of the same call; asserts that
-    the compiled one ran to the end without falling back to the Python rounds."""
+    the compiled one ran its rounds without falling back to the Python rounds (which may only go
+    on from them: the rounds after ``search.UNIFORM_ROUNDS``)."""
     monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
     python = robo_search_ik_direction_up(robot, candidates, **kwargs)
     monkeypatch.setattr(search_module, "COMPILED_SEARCH", True)
     real = search_module._search
 
     def no_fallback(problem, **kw):
+        if kw.get("resume") is not None:
+            return real(problem, **kw)
         raise AssertionError("the compiled search fell back to the Python rounds")
     monkeypatch.setattr(search_module, "_search", no_fallback)
     compiled = robo_search_ik_direction_up(robot, candidates, **kwargs)
@@ -282,7 +285,8 @@ def test_the_compiled_search_finds_what_the_python_rounds_find(panda, ur5, case,
     for two threads ("batch"), the other selection on the ur5 (joints of +-2 pi, turned
     towards the anchor), relays that need two successes, a time budget (long enough not to
     stop anything), single targets (round 0 before the kernel's rounds), no seeds, and targets
-    out of reach (each reports its nearest attempt)."""
+    out of reach (each reports its nearest attempt). Six rounds: the kernel's three, then the
+    Python rounds go on from them (the library near the limits in rounds 4 and 6)."""
     pytest.importorskip("numba", reason="the compiled search is the numba backend's")
     from direction_up_ik.core.compiled import api as kernel_api
     robot = ur5 if case == "batch_limit_center" else panda
@@ -343,8 +347,9 @@ def test_the_compiled_search_goes_on_with_random_draws_where_the_library_ends(pa
 
 
 def test_the_compiled_search_leaves_other_searches_to_the_python_rounds(panda, far_targets, monkeypatch):
-    """An accept callback, random seeding, untimed rounds that may use up the library and
-    candidates of several constraint patterns run the Python rounds."""
+    """An accept callback, random seeding and candidates of several constraint patterns run the
+    Python rounds. Many untimed rounds run the kernel's rounds first, the Python rounds only for
+    candidates left after them (none here)."""
     pytest.importorskip("numba", reason="the compiled search is the numba backend's")
     calls = []
     real = search_module._search
@@ -360,7 +365,7 @@ def test_the_compiled_search_leaves_other_searches_to_the_python_rounds(panda, f
     mixed = [(DirectionUpTarget(0, tcp[0, :3, 3], tcp[0, :3, 2], tcp[0, :3, 1], None, None),),
              (DirectionUpTarget(0, tcp[1, :3, 3], None, None, None, None),)]  # full pose, position
     robo_search_ik_direction_up(panda, mixed, **kwargs)
-    assert calls == [30, 30, 30, 2]
+    assert calls == [30, 30, 2]
 
 
 def test_the_compiled_search_leaves_rounds_beyond_its_library_to_the_python_rounds(panda, far_targets,
@@ -379,6 +384,45 @@ def test_the_compiled_search_leaves_rounds_beyond_its_library_to_the_python_roun
     assert calls == [30]
     monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
     _same_search(compiled_first, robo_search_ik_direction_up(panda, far_targets, **kwargs))
+
+
+def test_later_rounds_take_turns_between_the_library_near_the_limits_and_the_uniform_one():
+    # (near_limits, first rank) of rounds 1 .. 8 of 4 seeds: three uniform rounds, then turns.
+    sources = [search_module.seed_source(r, 4) for r in range(1, 9)]
+    assert search_module.UNIFORM_ROUNDS == 3
+    assert sources == [(False, 0), (False, 4), (False, 8), (True, 0), (False, 12), (True, 4), (False, 16), (True, 8)]
+
+
+#: Joint states of the panda as fractions of each joint's range (lower 0, upper 1): the elbow
+#: (joint 4) folded against its limit, the wrist (joint 6) at its upper limit, others at bounds
+#: too; poses of bench_peers' near-limits set that the search of uniform seeds alone missed.
+NEAR_LIMIT_FRACTIONS = [[0.955, 0.044, 0.965, 0.005, 0.046, 0.989, 0.034],
+                        [0.856, 0.046, 0.015, 0.012, 0.014, 0.958, 0.315],
+                        [0.749, 0.018, 0.054, 0.008, 0.968, 0.991, 0.211],
+                        [0.979, 0.050, 0.990, 0.021, 0.031, 0.992, 0.015]]
+
+
+def test_poses_reached_only_near_the_limits_are_solved_from_the_library_near_the_limits(panda, monkeypatch):
+    """The 12 uniform library states nearest each pose (and 8 more) end pinned at a limit or
+    stalled; the first state of the library near the limits (round 4) solves each, in the limits."""
+    lo, hi = panda.lower_limits, panda.upper_limits
+    tcp = panda.tcp_transforms(lo + np.array(NEAR_LIMIT_FRACTIONS) * (hi - lo))[:, 0]
+    cands = [(DirectionUpTarget(0, t[:3, 3], t[:3, 2], t[:3, 1], None, None),) for t in tcp]
+    panda.joint_q[:] = mid_range(panda)
+    kwargs = dict(max_position_error=MPE, num_seeds=4, max_rounds=5)
+    found = robo_search_ik_direction_up(panda, cands, **kwargs)
+    assert found.result.success.all()
+    # round 0, three uniform rounds of 4 seeds, then the first seed of round 4
+    np.testing.assert_array_equal(found.starts, 14)
+    q = found.result.joint_q.astype(np.float64)
+    assert np.all(q >= lo) and np.all(q <= hi)
+    reached = panda.tcp_transforms(q)[:, 0]
+    assert np.all(np.linalg.norm(reached[:, :3, 3] - tcp[:, :3, 3], axis=-1) < 1e-3)
+    # Every round from the uniform library (the search before the library near the limits): none.
+    monkeypatch.setattr(search_module, "UNIFORM_ROUNDS", 5)
+    before = robo_search_ik_direction_up(panda, cands, **kwargs)
+    assert not before.result.success.any()
+    np.testing.assert_array_equal(before.starts, 21)
 
 
 def test_a_failed_candidate_reports_its_nearest_attempt_and_the_whole_searchs_iterations(panda):

@@ -66,6 +66,31 @@ def test_library_states_are_in_bounds_and_keep_the_inactive_joints(dual_arm):
     np.testing.assert_allclose(up[:5], rot[..., 1], atol=1e-12)
 
 
+def test_the_library_near_the_limits_puts_most_bounded_joints_in_a_band_at_a_bound(dual_arm):
+    q = mid_range(dual_arm)
+    q[np.isnan(q)] = 0.0
+    dual_arm.joint_q[:] = q
+    problem = _problem(dual_arm, [targets_at(dual_arm, q)])
+    library = seeds.limit_library_for(problem)
+    assert len(library) == seeds.LIMIT_LIBRARY_SIZE
+    assert seeds.limit_library_for(problem) is library and seeds.library_for(problem) is not library
+    lo, hi = seeds.library_bounds(problem)
+    assert np.all(library.q >= lo) and np.all(library.q <= hi)
+    band = seeds.LIMIT_BAND * (hi - lo)
+    at_lower, at_upper = library.q <= lo + band, library.q >= hi - band
+    bounded = np.isfinite(dual_arm.upper_limits)
+    assert bounded.any() and not bounded.all()  # the wrist rolls are continuous: uniform draws
+    # Per bounded joint: LIMIT_PROBABILITY in a band, plus the uniform draws that fall in one.
+    expected = seeds.LIMIT_PROBABILITY + (1.0 - seeds.LIMIT_PROBABILITY) * 2.0 * seeds.LIMIT_BAND
+    in_band = (at_lower | at_upper).mean(axis=0)
+    np.testing.assert_allclose(in_band[bounded], expected, atol=0.03)
+    np.testing.assert_allclose(at_lower.mean(axis=0)[bounded], expected / 2, atol=0.03)
+    np.testing.assert_allclose(in_band[~bounded], 2.0 * seeds.LIMIT_BAND, atol=0.03)
+    uniform = seeds.library_for(problem)
+    np.testing.assert_allclose(((uniform.q <= lo + band) | (uniform.q >= hi - band)).mean(axis=0),
+                               2.0 * seeds.LIMIT_BAND, atol=0.03)
+
+
 def test_nearest_ranks_match_a_brute_force_search_per_constraint_pattern(panda):
     panda.joint_q[:] = mid_range(panda)
     candidates = _mixed_modes(panda, 12, np.random.default_rng(4))
@@ -240,20 +265,23 @@ def test_a_library_is_used_up_before_random_draws_take_over(panda, monkeypatch):
     monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
     panda.joint_q[:] = mid_range(panda)
     unreachable = [(DirectionUpTarget(0, (2.0, 0, 0), (1, 0, 0), (0, 0, 1)),)]
-    monkeypatch.setattr(seeds, "LIBRARY_SIZE", 6)  # this (fresh) robot's library: 6 states
+    monkeypatch.setattr(seeds, "LIBRARY_SIZE", 6)  # this (fresh) robot's libraries: 6 states
+    monkeypatch.setattr(seeds, "LIMIT_LIBRARY_SIZE", 2)  # and 2 near the limits
     calls = []
     real = seeds.SeedLibrary.seeds
 
     def spy(self, problem, rows, first, count, anchor):
-        calls.append((first, count))
+        calls.append((len(self), first, count))
         anchors.append(anchor)
         return real(self, problem, rows, first, count, anchor)
     anchors = []
     monkeypatch.setattr(seeds.SeedLibrary, "seeds", spy)
-    found = robo_search_ik_direction_up(panda, unreachable, num_seeds=2, max_rounds=5, max_position_error=MPE)
-    assert found.result.success[0] == 0 and found.rounds == 6
-    assert calls == [(0, 2), (2, 2), (4, 2)]  # then two rounds of random draws
-    np.testing.assert_array_equal(found.starts, [11])
+    found = robo_search_ik_direction_up(panda, unreachable, num_seeds=2, max_rounds=6, max_position_error=MPE)
+    assert found.result.success[0] == 0 and found.rounds == 7
+    # Three rounds of the uniform library, one of the library near the limits; then the uniform
+    # library's turn finds it used up (random draws), and so does the other's.
+    assert calls == [(6, 0, 2), (6, 2, 2), (6, 4, 2), (2, 0, 2)]
+    np.testing.assert_array_equal(found.starts, [13])
     # The seeds rank nearest the current state, or the limit centres for that selection.
     np.testing.assert_array_equal(anchors[0], panda.joint_q.astype(np.float64))
     anchors.clear()
@@ -371,8 +399,9 @@ def test_after_warm_up_no_search_builds_a_seed_index_for_a_named_convention(requ
                     local = (None, None) if tcp_axes else ()
                     cands.append(tuple(DirectionUpTarget(e, t[e, :3, 3], d[e], u[e], *local) for e in ees))
                 for batch in (cands[:1], cands):  # one target (the compiled scan) and a batch (the tree)
+                    # round 4 seeds from the library near the limits (search.seed_source)
                     found = robo_search_ik_direction_up(robot, batch, max_position_error=0.03, num_seeds=4,
-                                                        max_rounds=2, seeding="nearest")
+                                                        max_rounds=4, seeding="nearest")
                     searched += int(found.rounds > 1)
     assert searched > 0  # rounds of seeds ran, so the indexes were used
     t = tcps[0]

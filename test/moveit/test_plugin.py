@@ -147,13 +147,13 @@ def test_initialize_builds_the_seed_library_and_searches_reuse_it(monkeypatch):
     groups = load_kinematics_yaml(CONFIG / "panda_like_kinematics.yaml")
     plugin = DirectionUpKinematicsPlugin(groups["panda_arm"])
     assert plugin.initialize(_urdf("panda_like"), "panda_arm", "panda_link0", ["panda_hand"], 0.005)
-    assert len(builds) == 1  # at initialize, for the group's joints and limits
+    assert len(builds) == 2  # at initialize, for the group's joints and limits: uniform, near the limits
     mid, lo, hi = _mid(plugin)
     rng = np.random.default_rng(8)
     for _ in range(12):  # from mid-range, about one target in three needs seeds
         pose = plugin.get_position_fk(["panda_hand"], rng.uniform(lo, hi)).poses[0]
         assert plugin.search_position_ik(pose, mid, timeout=0.5).error_code == MoveItErrorCode.SUCCESS
-    assert lookups and len(builds) == 1
+    assert lookups and len(builds) == 2
 
 
 def test_consistency_limited_searches_draw_seeds_in_their_box(panda_plugin, monkeypatch):
