@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/ab_compare.py [--base HEAD~1] [--robots ur5_like panda_like]
         [--mode batch|single|spec] [--targets 1000] [--sweeps 12] [--singles 300]
+        [--targets-set random|near-limits|far-reach]
 
 On this shared 2-core machine a benchmark cell moves between runs by more than most single
 changes gain; a ratio measured in one process, old and new calls alternating, resolves them. The script exports ``--base`` (``git archive``) to ``build/ab/<commit>/`` with the
@@ -12,7 +13,7 @@ package renamed ``dui_base`` (its imports rewritten), imports it beside the work
 
 * ``batch``: one ``robo_search_ik_direction_up`` call over all targets (the working tree's
   ``bench_peers`` batch settings for both), ``--sweeps`` alternations: median wall and CPU
-  time, new / old;
+  time, new / old, and each side's successes, iterations and starts;
 * ``single``: the multi-seed search one target per call (4 seeds, 5 ms), ``--singles`` targets
   alternating: median and p95, new / old;
 * ``spec``: the spec's single solve one target per call: median and p95, and whether every
@@ -87,6 +88,11 @@ def outcome(result) -> str:
     return f"{int(ok.sum())} ok, cost median {np.median(cost):.2f}" if ok.any() else "0 ok"
 
 
+def search_outcome(found) -> str:
+    """:func:`outcome` of a search, with its iterations and starts summed over the candidates."""
+    return f"{outcome(found.result)}, {int(np.sum(found.iterations))} iterations, {int(np.sum(found.starts))} starts"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", default="HEAD", help="git revision to compare against (default HEAD)")
@@ -96,6 +102,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sweeps", type=int, default=12, help="alternations of the batch calls")
     parser.add_argument("--singles", type=int, default=300, help="targets timed one by one")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--targets-set", choices=("random", "near-limits", "far-reach"), default="random",
+                        help="bench_peers' target set")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(export(args.base)))
@@ -114,7 +122,7 @@ def main(argv=None) -> int:
     single_kw = dict(max_position_error=mpe, num_seeds=bench_peers.NUM_SEEDS,
                      time_budget=bench_peers.TIME_BUDGET)
     for name in args.robots:
-        problem = bench_peers.Problem(name, args.targets, args.seed)
+        problem = bench_peers.Problem(name, args.targets, args.seed, args.targets_set)
         old_robot = base_load(name)
         old_cands = base_candidates(problem.targets)
         for start, q0 in problem.starts.items():
@@ -133,12 +141,12 @@ def main(argv=None) -> int:
                     for side in (("old", "new") if sweep % 2 else ("new", "old")):
                         core, robot, cands = sides[side]
                         t, c = time.perf_counter(), time.process_time()
-                        last[side] = core.robo_search_ik_direction_up(robot, cands, **batch_kw).result
+                        last[side] = core.robo_search_ik_direction_up(robot, cands, **batch_kw)
                         wall[side].append(time.perf_counter() - t)
                         cpu[side].append(time.process_time() - c)
                 print(f"{head} {ratio_line('wall', np.array(wall['new']), np.array(wall['old']), False)}; "
                       f"{ratio_line('cpu', np.array(cpu['new']), np.array(cpu['old']), False)} | "
-                      f"old {outcome(last['old'])}, new {outcome(last['new'])}", flush=True)
+                      f"old {search_outcome(last['old'])}, new {search_outcome(last['new'])}", flush=True)
                 continue
             times = {"old": [], "new": []}
             answers = {"old": [], "new": []}

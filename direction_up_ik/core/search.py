@@ -319,8 +319,20 @@ def _splice(problem: IKProblem, selection: str, found: SearchResult, again: Sear
             rows: np.ndarray) -> SearchResult:
     """``found`` with candidates ``rows`` replaced by ``again`` (their new search); starts and
     iterations add up, ``best_index`` is chosen anew."""
-    old, new = found.result, again.result
+    result = _replace_rows(found.result, rows, again.result, lambda success, cost, joint_q: selection_score(
+        problem, joint_q, np.where(success == 1, cost, np.inf), selection))
+    starts, iterations, successes = found.starts.copy(), found.iterations.copy(), found.successes.copy()
+    starts[rows] += again.starts
+    iterations[rows] += again.iterations
+    successes[rows] = again.successes
+    return SearchResult(result=result, rounds=max(found.rounds, again.rounds), starts=starts, successes=successes,
+                        elapsed_s=0.0, timed_out=found.timed_out or again.timed_out, iterations=iterations)
 
+
+def _replace_rows(old: IKBatchResult, rows: np.ndarray, new: IKBatchResult, score) -> IKBatchResult:
+    """``old`` with candidates ``rows`` replaced by ``new``'s (its rows in that order);
+    ``best_index`` the least of ``score(success, cost, joint_q)`` (B,) over the result's fields
+    (inf: no success), None without a success."""
     def put(field):
         values = getattr(old, field).copy()
         values[rows] = getattr(new, field)
@@ -329,18 +341,22 @@ def _splice(problem: IKProblem, selection: str, found: SearchResult, again: Sear
     for i, row in enumerate(rows.tolist()):
         reasons[row] = new.stop_reason[i]
     success, cost, joint_q = put("success"), put("cost"), put("joint_q")
-    score = selection_score(problem, joint_q, np.where(success == 1, cost, np.inf), selection)
-    result = IKBatchResult(
-        joint_q=joint_q, success=success, cost=cost, best_index=int(np.argmin(score)) if success.any() else None,
+    return IKBatchResult(
+        joint_q=joint_q, success=success, cost=cost,
+        best_index=int(np.argmin(score(success, cost, joint_q))) if success.any() else None,
         position_error=put("position_error"), direction_error=put("direction_error"), up_error=put("up_error"),
         iterations=put("iterations"), stop_reason=tuple(reasons), active_dof_ids=old.active_dof_ids,
         backend=_backends([old, new]))
-    starts, iterations, successes = found.starts.copy(), found.iterations.copy(), found.successes.copy()
-    starts[rows] += again.starts
-    iterations[rows] += again.iterations
-    successes[rows] = again.successes
-    return SearchResult(result=result, rounds=max(found.rounds, again.rounds), starts=starts, successes=successes,
-                        elapsed_s=0.0, timed_out=found.timed_out or again.timed_out, iterations=iterations)
+
+
+def _result_rows(result: IKBatchResult, rows: np.ndarray) -> IKBatchResult:
+    """``result``'s candidates ``rows`` (``best_index`` not kept: None)."""
+    return IKBatchResult(
+        joint_q=result.joint_q[rows], success=result.success[rows], cost=result.cost[rows], best_index=None,
+        position_error=result.position_error[rows], direction_error=result.direction_error[rows],
+        up_error=result.up_error[rows], iterations=result.iterations[rows],
+        stop_reason=tuple(result.stop_reason[i] for i in rows.tolist()), active_dof_ids=result.active_dof_ids,
+        backend=result.backend)
 
 
 def _search_problem(problem: IKProblem, options, accept: Optional[AcceptFn],
@@ -514,13 +530,22 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
     ``row_filter``: rejects successes, like ``accept`` but a batch at a time."""
     b = problem.num_candidates
     if resume is not None:
-        return _search_rounds(problem, resume.result, resume.rounds, resume.starts.copy(),
-                              resume.successes.copy(), resume.best_score.copy(),
-                              np.where(np.isfinite(resume.best_score), 0, -1), resume.iterations.copy(),
-                              resume.closest.copy(), num_seeds=num_seeds,
-                              deadline=deadline, max_rounds=max_rounds, min_successes=min_successes,
-                              selection=selection, random_seed=random_seed, accept=None, seeding=seeding,
-                              parallel=parallel, row_filter=row_filter)
+        # Only the candidates still short of successes take more rounds, so the rounds run on
+        # those rows alone (their bookkeeping then costs by pending candidate, not by batch; the
+        # same rounds and seeds) and their outcome replaces theirs in the kernel's result.
+        rows = np.flatnonzero(resume.successes < min_successes)
+        best_score = resume.best_score.copy()
+        found, best_score[rows] = _search_rounds(
+            problem.select(rows), _result_rows(resume.result, rows), resume.rounds, resume.starts[rows],
+            resume.successes[rows], resume.best_score[rows], np.where(np.isfinite(resume.best_score[rows]), 0, -1),
+            resume.iterations[rows], resume.closest[rows], num_seeds=num_seeds, deadline=deadline,
+            max_rounds=max_rounds, min_successes=min_successes, selection=selection, random_seed=random_seed,
+            accept=None, seeding=seeding, parallel=parallel, row_filter=row_filter)
+        starts, successes, iterations = resume.starts.copy(), resume.successes.copy(), resume.iterations.copy()
+        starts[rows], successes[rows], iterations[rows] = found.starts, found.successes, found.iterations
+        result = _replace_rows(resume.result, rows, found.result, lambda *fields: best_score)
+        return SearchResult(result=result, rounds=found.rounds, starts=starts, successes=successes,
+                            elapsed_s=0.0, timed_out=found.timed_out, iterations=iterations), best_score
     # Round 0: every candidate from the current state (the spec's local solve).
     first = solve_problem(problem, None, deadline, parallel=parallel)
     if accept is None and row_filter is None and selection == "least_motion" and min_successes == 1 \
