@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -48,8 +48,14 @@ AXIS_SCALE = 0.3
 #: Metres: target positions farther from the root are ranked as if this far (no robot reaches
 #: it; a target at 1e308 m would overflow the squared distances, and no seed would rank).
 FEATURE_REACH = 1e6
-#: Libraries kept per model (different active joints, bounds or inactive values), of each kind.
+#: Uniform libraries kept per model (different active joints, bounds or inactive values).
 CACHE_PER_MODEL = 4
+#: Libraries near the limits kept per model: one set-up's (its later rounds serve few targets,
+#: and a dual arm's takes 2.5 MB plus up to 1.2 MB per slot layout; docs/performance.md).
+LIMIT_CACHE_PER_MODEL = 1
+#: Slot layouts and constraint patterns whose leaves a library near the limits keeps (the
+#: named conventions' a warm-up builds: up to 15 for two end effectors).
+LIMIT_INDEXES = 16
 _LIBRARY_SEED = 0x5EED
 #: Joint states of the library near the limits (:func:`limit_library_for`): the later rounds
 #: only reach it, and a larger one left fewer near-limit targets unsolved (docs/performance.md).
@@ -184,6 +190,9 @@ class SeedLibrary:
             :func:`near_limit_starts` in them), the others at the problem's values.
         tcp_rot: (M, E_robot, 3, 3), tcp_pos: (M, E_robot, 3) world TCP poses of
             every end effector of the model (m).
+        scan_only: with the compiled backend, every query scans (the library near the limits:
+            its later rounds rank few candidates, and a k-d tree of its states would hold
+            megabytes per slot layout).
     A library state's distance to a target is the Euclidean distance of their
     :func:`pose_features`; the features (and k-d trees) are built per slot layout (end
     effectors, local axes) and constraint pattern on first use.
@@ -197,13 +206,15 @@ class SeedLibrary:
         else:
             size = LIBRARY_SIZE if size is None else size
             self.q = random_starts(problem, size, np.random.default_rng(_LIBRARY_SEED), library_bounds(problem))
+        self.scan_only = near_limits
         self.tcp_rot, self.tcp_pos = problem.robot.tcp_poses(self.q, problem.root_world_xform)
         # Periodic joints whose bounds hold more than one copy of an angle (continuous ones,
         # the ur5's +-2 pi); for the others no whole turn stays inside the bounds.
         self._periodic = problem.active[problem.turn_joints]
         for array in (self.q, self.tcp_rot, self.tcp_pos):
             array.setflags(write=False)
-        self._indexes: Dict[bytes, list] = {}  # key -> [features (M, F), their transpose, tree]
+        # key -> [features (M, F) (None in a scan-only library), their leaf layout, tree]
+        self._indexes: "OrderedDict[bytes, list]" = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -217,23 +228,33 @@ class SeedLibrary:
                 np.einsum("meij,ej->mei", rot, problem.local_up))
 
     def _index(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray, tree: bool):
-        """(features (M, F), their :func:`leaf_layout` for the compiled scan or None, k-d tree
-        or None) of the problem's slot layout and this constraint pattern; the tree is built
-        when ``tree`` asks for it, the leaves when it does not."""
+        """(features (M, F) or None, their :func:`leaf_layout` for the compiled scan or None,
+        k-d tree or None) of the problem's slot layout and this constraint pattern; the tree is
+        built when ``tree`` asks for it, the leaves when it does not. A ``scan_only`` library keeps
+        the last ``LIMIT_INDEXES`` layouts' leaves alone (requests with their own local axes each
+        add a layout)."""
         # The local axes of a part the pattern leaves free do not enter the features.
         key = b"|".join(x.tobytes() for x in (problem.ee_ids, np.where(has_direction[:, None], problem.local_direction, 0.0),
                                               np.where(has_up[:, None], problem.local_up, 0.0), has_direction, has_up))
         with self._lock:
             entry = self._indexes.get(key)
             if entry is None:
+                entry = self._indexes[key] = [None, None, None]
+                if self.scan_only and len(self._indexes) > LIMIT_INDEXES:
+                    self._indexes.popitem(last=False)  # least recently used out
+            elif self.scan_only:
+                self._indexes.move_to_end(key)
+            features = entry[0]
+            if features is None and entry[2 if tree else 1] is None:
                 features = np.ascontiguousarray(pose_features(*self.slot_axes(problem), has_direction, has_up))
-                entry = self._indexes[key] = [features, None, None]
             if not tree and entry[1] is None:
-                entry[1] = tuple(leaf_layout(entry[0]))
+                entry[1] = tuple(leaf_layout(features))
             if tree and entry[2] is None:
                 from scipy.spatial import cKDTree
-                entry[2] = cKDTree(entry[0], leafsize=_LEAF_SIZE)
-            return tuple(entry)
+                entry[2] = cKDTree(features, leafsize=_LEAF_SIZE)
+            if not self.scan_only:
+                entry[0] = features  # a scan-only library keeps its leaves (the features, reordered)
+            return features, entry[1], entry[2]
 
     def prepare(self, problem: IKProblem) -> None:
         """Build the features, the compiled scan's leaves and the k-d tree of the problem's
@@ -241,7 +262,8 @@ class SeedLibrary:
         (``search_api.warm_up_search``), so that no search builds them inside its time budget."""
         has_direction, has_up = problem.has_direction[0], problem.has_up[0]
         self._index(problem, has_direction, has_up, tree=False)
-        self._index(problem, has_direction, has_up, tree=True)
+        if not self.scan_only:
+            self._index(problem, has_direction, has_up, tree=True)
 
     def kernel_arrays(self, problem: IKProblem, has_direction: np.ndarray, has_up: np.ndarray):
         """What the compiled search (``compiled.search``) reads of this library for the problem's
@@ -259,8 +281,8 @@ class SeedLibrary:
         constraint patterns (modes per slot) are compared on their own parts.
         ``method``: "scan" (compiled brute force, ``compiled.nearest_ranks``;
         needs numba), "tree" (the k-d tree) or "auto": with numba, a scan for at most
-        ``SCAN_ROWS`` candidates of a constraint pattern or for more than ``TREE_MAX_FEATURES``
-        feature dimensions, else the tree. Both rank exactly.
+        ``SCAN_ROWS`` candidates of a constraint pattern, for more than ``TREE_MAX_FEATURES``
+        feature dimensions or in a ``scan_only`` library, else the tree. Both rank exactly.
         """
         if method not in NEAREST_METHODS:
             raise InputValidationError("method", f"must be one of {list(NEAREST_METHODS)}, got {method!r}")
@@ -287,7 +309,7 @@ class SeedLibrary:
             r = rows[mine]
             points = pose_features(problem.target_position[r], problem.target_direction[r],
                                    problem.target_up[r], has_dir, has_u)
-            scanned = scan is not None and (method == "scan" or len(r) <= SCAN_ROWS
+            scanned = scan is not None and (method == "scan" or self.scan_only or len(r) <= SCAN_ROWS
                                             or points.shape[1] > TREE_MAX_FEATURES)
             _, leaves, tree = self._index(problem, has_dir, has_u, tree=not scanned)
             if scanned:
@@ -358,7 +380,7 @@ def library_for(problem: IKProblem) -> SeedLibrary:
 
 def limit_library_for(problem: IKProblem) -> SeedLibrary:
     """The cached library near the limits (``SeedLibrary(problem, near_limits=True)``) of the
-    problem's set-up, built on first use; kept as :func:`library_for` keeps its libraries."""
+    problem's set-up, built on first use; the last ``LIMIT_CACHE_PER_MODEL`` set-ups' kept."""
     return _cached(problem, True)
 
 
@@ -377,6 +399,6 @@ def _cached(problem: IKProblem, near_limits: bool) -> SeedLibrary:
     with _libraries_lock:
         per_model[key] = library
         per_model.move_to_end(key)
-        while len(per_model) > CACHE_PER_MODEL:
+        while len(per_model) > (LIMIT_CACHE_PER_MODEL if near_limits else CACHE_PER_MODEL):
             per_model.popitem(last=False)
     return library
