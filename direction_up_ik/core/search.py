@@ -9,8 +9,9 @@ seeds each, all seeds of a round in one vectorised batch, until each
 candidate has enough successes, a time budget or a round limit is reached.
 The seeds are, by default, the states of a fixed library whose TCP poses lie
 nearest the target (:mod:`.seeds`), next-nearest in each further round; after
-``UNIFORM_ROUNDS`` rounds a second library, of states near the joint limits, takes turns
-with it (:func:`seed_source`); ``seeding="random"`` draws them uniformly instead.
+``UNIFORM_ROUNDS`` rounds (with a round limit; with a time budget alone, after the library's
+end) a second library, of states near the joint limits, takes turns with it
+(:func:`seed_source`); ``seeding="random"`` draws them uniformly instead.
 Within a round a candidate's seeds are tried one after another, nearest first
 (a relay, in one batch with the other candidates' seeds): a seed starts when the
 one before it has stopped, and once as many have converged as the candidate still
@@ -59,9 +60,9 @@ from .settings import search_settings
 SPLIT_MIN_CANDIDATES = 128
 
 #: Rounds of seeds from the uniform library before the library near the limits takes turns with
-#: it (:func:`seed_source`). The compiled search runs these rounds; later ones run in Python
-#: (:func:`_search` resumes), few candidates being left by then (docs/performance.md, "Later
-#: rounds from a library near the limits").
+#: it (:func:`seed_source`), in a search of counted rounds (:func:`uniform_rounds`). The compiled
+#: search runs these rounds; later ones run in Python (:func:`_search` resumes), few candidates
+#: being left by then (docs/performance.md, "Later rounds from a library near the limits").
 UNIFORM_ROUNDS = 3
 
 #: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
@@ -159,30 +160,44 @@ def _best_of_each(owner: np.ndarray, score: np.ndarray) -> np.ndarray:
     return order[first]
 
 
-def seed_source(round_index: int, num_seeds: int):
+def uniform_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int) -> int:
+    """Rounds of seeds from the uniform library before the library near the limits takes turns
+    with it (:func:`seed_source`): ``UNIFORM_ROUNDS`` when the rounds are counted
+    (``max_rounds``); with a time budget alone, every round the uniform library of
+    ``library_size`` states holds. The compiled search runs those rounds, a round in a fraction
+    of a Python round's time, and a budget then reaches the uniform library's deep ranks as
+    before; a Python round is affordable where few rounds are left (docs/performance.md)."""
+    if max_rounds is None:
+        return library_size // num_seeds
+    return UNIFORM_ROUNDS
+
+
+def seed_source(round_index: int, num_seeds: int, first_rounds: Optional[int] = None):
     """(near_limits, first rank) of the library seeds of round ``round_index`` (1 = the first
-    round of seeds): rounds 1 .. ``UNIFORM_ROUNDS`` take the uniform library's ranks (0 = nearest)
-    one round after another; after them the library near the limits
+    round of seeds): rounds 1 .. ``first_rounds`` (:func:`uniform_rounds`) take the uniform
+    library's ranks (0 = nearest) one round after another; after them the library near the limits
     (``seeds.limit_library_for``, from its nearest) and the uniform library's next ranks take
     turns, the library near the limits first. Targets whose in-limit solutions lie near the
-    limits get seeds there, and the others keep the uniform library's next seeds every other round."""
-    if round_index <= UNIFORM_ROUNDS:
+    limits get seeds there, and the others keep the uniform library's next seeds every other round.
+    ``first_rounds`` None: ``UNIFORM_ROUNDS``."""
+    first_rounds = UNIFORM_ROUNDS if first_rounds is None else first_rounds
+    if round_index <= first_rounds:
         return False, (round_index - 1) * num_seeds
-    later = round_index - UNIFORM_ROUNDS - 1
+    later = round_index - first_rounds - 1
     if later % 2 == 0:
         return True, (later // 2) * num_seeds
-    return False, (UNIFORM_ROUNDS + later // 2) * num_seeds
+    return False, (first_rounds + later // 2) * num_seeds
 
 
 def kernel_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int):
     """(rounds of seeds the compiled search runs, whether the Python rounds may go on after them)
     for a search of ``num_seeds`` seeds per round and ``max_rounds`` (None: until the deadline) on
-    a uniform library of ``library_size`` states: the uniform rounds (:func:`seed_source`) that
+    a uniform library of ``library_size`` states: the uniform rounds (:func:`uniform_rounds`) that
     library holds; later rounds (and those past a small library's end) are :func:`_search`'s.
     None when the library holds no round of seeds (the Python rounds then do all)."""
     if num_seeds == 0:
         return 0, False
-    rounds = min(UNIFORM_ROUNDS, library_size // num_seeds)
+    rounds = min(uniform_rounds(num_seeds, max_rounds, library_size), library_size // num_seeds)
     if max_rounds is not None and max_rounds <= rounds:
         return max_rounds, False
     return (rounds, True) if rounds else None
@@ -628,7 +643,7 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         rounds = 1
     else:
         results.append(first)
-    rng = rng_key = bounds = anchor = None  # created when a round needs them
+    rng = rng_key = bounds = anchor = first_rounds = None  # created when a round needs them
     libraries = {}  # near_limits -> the SeedLibrary of that kind, looked up when a round needs it
     timed_out = False
     while True:
@@ -643,8 +658,10 @@ def _search_rounds(problem: IKProblem, first: IKBatchResult, rounds: int, starts
         if seeding == "nearest":
             if anchor is None:
                 anchor = seed_anchor(problem, selection)
+                libraries[False] = library_for(problem)
+                first_rounds = uniform_rounds(num_seeds, max_rounds, len(libraries[False]))
             # every pending candidate was in every round: its ranks follow from the round
-            near_limits, first_rank = seed_source(rounds, num_seeds)
+            near_limits, first_rank = seed_source(rounds, num_seeds, first_rounds)
             source = libraries.get(near_limits)
             if source is None:
                 source = libraries[near_limits] = (limit_library_for if near_limits else library_for)(problem)

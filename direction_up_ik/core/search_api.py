@@ -213,9 +213,9 @@ def robo_search_ik_direction_up(
         random_seed: seed of the start generator (None = from the OS); with
             ``seeding="nearest"`` it only draws once the library is used up.
         seeding: where the rounds after round 0 start: "nearest" (default) the states of
-            a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target (after three
-            rounds taking turns with a library of states near the joint limits,
-            ``search.seed_source``), "random" uniform random states (slower, see
+            a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target (with
+            ``max_rounds``, after three rounds taking turns with a library of states near the
+            joint limits, ``search.seed_source``), "random" uniform random states (slower, see
             docs/performance.md).
         accept: optional callback rejecting solutions (MoveIt's solution callback).
         collision_scene: optional :class:`~.collision.CollisionScene` of this robot: a

@@ -391,6 +391,10 @@ def test_later_rounds_take_turns_between_the_library_near_the_limits_and_the_uni
     sources = [search_module.seed_source(r, 4) for r in range(1, 9)]
     assert search_module.UNIFORM_ROUNDS == 3
     assert sources == [(False, 0), (False, 4), (False, 8), (True, 0), (False, 12), (True, 4), (False, 16), (True, 8)]
+    # Counted rounds switch after three; a time budget alone keeps the whole uniform library first.
+    assert search_module.uniform_rounds(4, 5, 4096) == 3
+    assert search_module.uniform_rounds(4, None, 4096) == 1024
+    assert search_module.seed_source(1025, 4, 1024) == (True, 0)
 
 
 #: Joint states of the panda as fractions of each joint's range (lower 0, upper 1): the elbow
