@@ -18,19 +18,48 @@ from direction_up_ik.core.backend import KERNELS_READY, kernel_state, warm_up_ba
 from direction_up_ik.robots import load_robot  # noqa: E402
 
 
+def needs_kernels(item) -> bool:
+    """False for a test marked without_kernels and for one parametrized to solve with the numpy
+    reference only (``backend="numpy"``)."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "numpy":
+        return False
+    return item.get_closest_marker("without_kernels") is None
+
+
 def pytest_collection_modifyitems(items):
-    """Tests marked slow (a colcon build, the driver smoke runs) first: on several workers they
-    then overlap the rest of the suite instead of running alone at its end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise as collected
+    """Each worker starts with its share of the tests marked slow (a colcon build, the driver
+    smoke runs), which then overlap the rest of the suite instead of running alone at its end,
+    then with its share of the tests that need no kernels, which on a fresh clone run while the
+    kernels compile. Every worker orders alike; worksteal hands each one a contiguous block
+    (:func:`workers.first_blocks`) and balances the rest."""
+    count = workers.worker_count()
+    heads = [[] for _ in range(count)]
+    for kind in ("slow", "light"):  # whole modules to a worker: they may share a module fixture
+        modules = {}
+        for item in items:
+            slow = item.get_closest_marker("slow") is not None
+            if (kind == "slow") == slow and (slow or not needs_kernels(item)):
+                modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+        for k, module in enumerate(modules.values()):
+            heads[k % count] += module
+    chosen = {id(item) for head in heads for item in head}
+    rest = [item for item in items if id(item) not in chosen]
+    ordered, taken = [], 0
+    for head, size in zip(heads, workers.first_blocks(len(items), count)):
+        fill = max(0, size - len(head))
+        ordered += head + rest[taken:taken + fill]
+        taken += fill
+    items[:] = ordered + rest[taken:]
 
 
 @pytest.fixture(autouse=True)
 def compiled_kernels(request):
     """The compiled kernels, ready before each test: "auto" solves with them in the test
-    process (a cold cache compiles them here, once; core/backend.py). Tests marked
-    without_kernels (a colcon build) start at once, so on a fresh clone they run while the
-    kernels compile instead of waiting for them."""
-    if request.node.get_closest_marker("without_kernels") is None and kernel_state() != KERNELS_READY:
+    process (a cold cache compiles them here, once, or waits for the process compiling them;
+    core/backend.py). A test that needs none (:func:`needs_kernels`) starts at once, so on a
+    fresh clone it runs while the kernels compile instead of waiting for them."""
+    if needs_kernels(request.node) and kernel_state() != KERNELS_READY:
         warm_up_backend()
 
 

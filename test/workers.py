@@ -44,3 +44,14 @@ def set_worker_domain() -> None:
     """Set ROS_DOMAIN_ID to this worker's domain (before anything reads it)."""
     os.environ.setdefault("ROS_DOMAIN_ID_BASE", os.environ.get("ROS_DOMAIN_ID", "77"))
     os.environ["ROS_DOMAIN_ID"] = str(worker_domain())
+
+
+def first_blocks(count: int, workers: int) -> list:
+    """Sizes of the contiguous blocks of ``count`` tests that pytest-xdist's worksteal
+    scheduler hands its ``workers`` idle workers first (each takes the pending tests divided
+    by the workers still to serve)."""
+    sizes, left = [], count
+    for i in range(workers):
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    return sizes

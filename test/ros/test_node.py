@@ -1010,6 +1010,7 @@ def bad_config_runs():
     return run_bad_configs(BAD_CONFIGS)
 
 
+@pytest.mark.without_kernels  # the node exits on its configuration, before any solve
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
 def test_bad_configuration_exits_1_with_one_line(bad_config_runs, case):
     code, output = bad_config_runs[case]
@@ -1071,6 +1072,7 @@ def test_healthy_node_process_loads_yaml_and_exits_0_on_sigint_and_sigterm():
         second.kill()
 
 
+@pytest.mark.without_kernels  # the node exits on its configuration, before any solve
 def test_an_unknown_executor_exits_1_with_one_line():
     node = NodeProcess(["--params-file", str(CONFIG_DIR / "ur5_like.yaml")], env={EXECUTOR_ENV: "fastest"})
     try:
