@@ -304,7 +304,9 @@ def test_joint_state_fuzz_never_reaches_a_command(ros):
             node.target_pub.publish(candidate_at(model, near(model, start, rng, 0.3), node.ee_names))
             response = node.solve(reach_request(model, goal, node.ee_names, publish=True))
             codes[response.error_code] += 1
-            assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION,
+            # IN_COLLISION: a random goal near the start can put an arm into the torso (the robot's
+            # collision check is on); the number of goals drawn depends on the machine's load.
+            assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION, Response.IN_COLLISION,
                                            Response.JOINT_STATE_OUT_OF_LIMITS), response.message
             for result in response.results:
                 assert_command_within_limits(JointState(name=list(response.joint_names),
@@ -331,7 +333,7 @@ def test_joint_state_fuzz_never_reaches_a_command(ros):
         return np.allclose(node.node._joint_states.latest(), start, rtol=0.0, atol=1e-5)
 
     wait_until(holds_start, what="the node to hold the valid joint state again")
-    goal = near(model, start, rng, 0.3)
+    goal = near(model, start, np.random.default_rng(10), 0.3)  # one goal, whatever the loop drew
     response = node.solve(reach_request(model, goal, node.ee_names, publish=True))
     assert response.error_code == Response.SUCCESS, response.message
     assert_reaches(model, response.results[0].joint_positions,
