@@ -124,24 +124,6 @@ PY
   fi
 }
 
-# --- the compiled solver kernel (step 6; on a fresh venv already in step 2) -----------
-# numba compiles direction_up_ik/core/compiled/ into its disk cache once (about a minute; later
-# loads take a second). Started in the background, detached, so that nothing waits for it: the
-# node answers with the numpy backend until the kernels are ready, and a test run or benchmark
-# that needs them waits for this compile (a file lock) instead of compiling them again. On a
-# fresh venv it starts as soon as numba is installed, from the source tree (the editable
-# install comes later), so that it overlaps the msg/srv build.
-PRECOMPILE_STARTED=""
-start_precompile() {
-  if "$VPY" -c 'import numba' 2>/dev/null; then
-    mkdir -p "$STAMPS"
-    (cd "$ROOT" && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
-      setsid "$VPY" -m direction_up_ik.precompile >"$STAMPS/precompile.log" 2>&1 </dev/null &)
-    PRECOMPILE_STARTED=1
-    say "solver kernels: compiling in the background if not cached (log: ${STAMPS#"$ROOT"/}/precompile.log)"
-  fi
-}
-
 # --- 2. requirements ----------------------------------------------------------
 REQ_FILES=("$ROOT/requirements/core.txt" "$ROOT/requirements/ros.txt" "$ROOT/requirements/dev.txt")
 REQ_HASH="$( { "$VPY" -c 'import sys; print(sys.version)'; hash_files "${REQ_FILES[@]}" "$ROOT/requirements/bootstrap.txt"; } | sha256sum | cut -d' ' -f1)"
@@ -168,7 +150,6 @@ else
     INTERFACE_JOB=$!
     trap '[[ -n "$INTERFACE_JOB" ]] && kill "$INTERFACE_JOB" 2>/dev/null; true' EXIT
     uv_install -r "$LOCK"
-    start_precompile
   else
     say "installing requirements with pip (a fresh venv takes a few minutes)"
     pip_install -r requirements/core.txt -r requirements/ros.txt -r requirements/dev.txt
@@ -204,7 +185,15 @@ if [[ ! -f "$INIT" ]] || ! grep -q 'extend_path' "$INIT"; then
   say '  __path__ = __import__("pkgutil").extend_path(__path__, __name__)' >&2
 fi
 
-# --- 6. compiled solver kernel, unless step 2 started it ------------------------------
-[[ -n "$PRECOMPILE_STARTED" ]] || start_precompile
+# --- 6. compiled solver kernel -------------------------------------------------
+# numba compiles direction_up_ik/core/compiled/ into its disk cache once (minutes; later loads
+# take a second). Started in the background, detached, so that nothing waits for it: the node
+# answers with the numpy backend until the kernels are ready, and a test run or benchmark that
+# needs them waits for this compile (a file lock) instead of compiling them again.
+if "$VPY" -c 'import numba' 2>/dev/null; then
+  mkdir -p "$STAMPS"
+  setsid "$VPY" -m direction_up_ik.precompile >"$STAMPS/precompile.log" 2>&1 </dev/null &
+  say "solver kernels: compiling in the background if not cached (log: ${STAMPS#"$ROOT"/}/precompile.log)"
+fi
 
 say "done in $((SECONDS - START)) s (venv: ${VENV#"$ROOT"/})"
