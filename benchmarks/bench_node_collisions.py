@@ -33,7 +33,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import rclpy
-    from rclpy.parameter import Parameter
 
     from direction_up_ik.core import warm_up_backend
     from direction_up_ik.core.kinematics import mid_range

@@ -83,7 +83,7 @@ def replay(robot, cand) -> dict:
     t.append(ns())
     problem = build_problem(robot, (cand,), None, "cpu", None, settings)
     t.append(ns())
-    module = compiled_backend(problem)
+    compiled_backend(problem)  # the stage timed: the backend choice
     t.append(ns())
     b, d = problem.num_candidates, len(problem.q_initial)
     q = np.empty((b, d))

@@ -11,7 +11,6 @@ import json
 import pathlib
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
