@@ -78,3 +78,38 @@ class IKBatchResult:
     def best_joint_q(self) -> Optional[np.ndarray]:
         """(D,) float32 joints of the chosen candidate, or None."""
         return None if self.best_index is None else self.joint_q[self.best_index]
+
+
+def replace_rows(old: IKBatchResult, rows: np.ndarray, new: IKBatchResult, score) -> IKBatchResult:
+    """``old`` with candidates ``rows`` replaced by ``new``'s (its rows in that order);
+    ``best_index`` the least of ``score(success, cost, joint_q)`` (B,) over the result's fields
+    (inf: no success), None without a success."""
+    def put(field):
+        values = getattr(old, field).copy()
+        values[rows] = getattr(new, field)
+        return values
+    reasons = list(old.stop_reason)
+    for i, row in enumerate(rows.tolist()):
+        reasons[row] = new.stop_reason[i]
+    success, cost, joint_q = put("success"), put("cost"), put("joint_q")
+    return IKBatchResult(
+        joint_q=joint_q, success=success, cost=cost,
+        best_index=int(np.argmin(score(success, cost, joint_q))) if success.any() else None,
+        position_error=put("position_error"), direction_error=put("direction_error"), up_error=put("up_error"),
+        iterations=put("iterations"), stop_reason=tuple(reasons), active_dof_ids=old.active_dof_ids,
+        backend=merged_backend([old, new]))
+
+
+def select_rows(result: IKBatchResult, rows: np.ndarray) -> IKBatchResult:
+    """``result``'s candidates ``rows`` (``best_index`` not kept: None)."""
+    return IKBatchResult(
+        joint_q=result.joint_q[rows], success=result.success[rows], cost=result.cost[rows], best_index=None,
+        position_error=result.position_error[rows], direction_error=result.direction_error[rows],
+        up_error=result.up_error[rows], iterations=result.iterations[rows],
+        stop_reason=tuple(result.stop_reason[i] for i in rows.tolist()), active_dof_ids=result.active_dof_ids,
+        backend=result.backend)
+
+
+def merged_backend(results) -> str:
+    """The backend of some results: one name, or "numba+numpy" when they differ."""
+    return "+".join(sorted({r.backend for r in results}))

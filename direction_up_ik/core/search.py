@@ -49,7 +49,8 @@ from .backend import batch_threads, compiled_backend, compiled_module, solve_pro
 from .collision import CollisionReport, CollisionScene
 from .errors import InputValidationError, NumericalFailure
 from .problem import IKProblem
-from .result import STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult
+from .result import (STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult, merged_backend,
+                     replace_rows, select_rows)
 from .seeds import LIBRARY_SIZE, library_for, limit_library_for, pose_features, random_starts, start_bounds
 from .settings import search_settings
 
@@ -334,7 +335,7 @@ def _splice(problem: IKProblem, selection: str, found: SearchResult, again: Sear
             rows: np.ndarray) -> SearchResult:
     """``found`` with candidates ``rows`` replaced by ``again`` (their new search); starts and
     iterations add up, ``best_index`` is chosen anew."""
-    result = _replace_rows(found.result, rows, again.result, lambda success, cost, joint_q: selection_score(
+    result = replace_rows(found.result, rows, again.result, lambda success, cost, joint_q: selection_score(
         problem, joint_q, np.where(success == 1, cost, np.inf), selection))
     starts, iterations, successes = found.starts.copy(), found.iterations.copy(), found.successes.copy()
     starts[rows] += again.starts
@@ -342,36 +343,6 @@ def _splice(problem: IKProblem, selection: str, found: SearchResult, again: Sear
     successes[rows] = again.successes
     return SearchResult(result=result, rounds=max(found.rounds, again.rounds), starts=starts, successes=successes,
                         elapsed_s=0.0, timed_out=found.timed_out or again.timed_out, iterations=iterations)
-
-
-def _replace_rows(old: IKBatchResult, rows: np.ndarray, new: IKBatchResult, score) -> IKBatchResult:
-    """``old`` with candidates ``rows`` replaced by ``new``'s (its rows in that order);
-    ``best_index`` the least of ``score(success, cost, joint_q)`` (B,) over the result's fields
-    (inf: no success), None without a success."""
-    def put(field):
-        values = getattr(old, field).copy()
-        values[rows] = getattr(new, field)
-        return values
-    reasons = list(old.stop_reason)
-    for i, row in enumerate(rows.tolist()):
-        reasons[row] = new.stop_reason[i]
-    success, cost, joint_q = put("success"), put("cost"), put("joint_q")
-    return IKBatchResult(
-        joint_q=joint_q, success=success, cost=cost,
-        best_index=int(np.argmin(score(success, cost, joint_q))) if success.any() else None,
-        position_error=put("position_error"), direction_error=put("direction_error"), up_error=put("up_error"),
-        iterations=put("iterations"), stop_reason=tuple(reasons), active_dof_ids=old.active_dof_ids,
-        backend=_backends([old, new]))
-
-
-def _result_rows(result: IKBatchResult, rows: np.ndarray) -> IKBatchResult:
-    """``result``'s candidates ``rows`` (``best_index`` not kept: None)."""
-    return IKBatchResult(
-        joint_q=result.joint_q[rows], success=result.success[rows], cost=result.cost[rows], best_index=None,
-        position_error=result.position_error[rows], direction_error=result.direction_error[rows],
-        up_error=result.up_error[rows], iterations=result.iterations[rows],
-        stop_reason=tuple(result.stop_reason[i] for i in rows.tolist()), active_dof_ids=result.active_dof_ids,
-        backend=result.backend)
 
 
 def _search_problem(problem: IKProblem, options, accept: Optional[AcceptFn],
@@ -527,7 +498,7 @@ def _merge(parts) -> SearchResult:
         position_error=cat("position_error"), direction_error=cat("direction_error"),
         up_error=cat("up_error"), iterations=cat("iterations"),
         stop_reason=tuple(reason for r in results for reason in r.stop_reason),
-        active_dof_ids=results[0].active_dof_ids, backend=_backends(results))
+        active_dof_ids=results[0].active_dof_ids, backend=merged_backend(results))
     return SearchResult(result=result, rounds=max(found.rounds for found, _ in parts),
                         starts=np.concatenate([found.starts for found, _ in parts]),
                         successes=np.concatenate([found.successes for found, _ in parts]),
@@ -551,14 +522,14 @@ def _search(problem: IKProblem, *, num_seeds: int, deadline: Optional[float], ma
         rows = np.flatnonzero(resume.successes < min_successes)
         best_score = resume.best_score.copy()
         found, best_score[rows] = _search_rounds(
-            problem.select(rows), _result_rows(resume.result, rows), resume.rounds, resume.starts[rows],
+            problem.select(rows), select_rows(resume.result, rows), resume.rounds, resume.starts[rows],
             resume.successes[rows], resume.best_score[rows], np.where(np.isfinite(resume.best_score[rows]), 0, -1),
             resume.iterations[rows], resume.closest[rows], num_seeds=num_seeds, deadline=deadline,
             max_rounds=max_rounds, min_successes=min_successes, selection=selection, random_seed=random_seed,
             accept=None, seeding=seeding, parallel=parallel, row_filter=row_filter)
         starts, successes, iterations = resume.starts.copy(), resume.successes.copy(), resume.iterations.copy()
         starts[rows], successes[rows], iterations[rows] = found.starts, found.successes, found.iterations
-        result = _replace_rows(resume.result, rows, found.result, lambda *fields: best_score)
+        result = replace_rows(resume.result, rows, found.result, lambda *fields: best_score)
         return SearchResult(result=result, rounds=found.rounds, starts=starts, successes=successes,
                             elapsed_s=0.0, timed_out=found.timed_out, iterations=iterations), best_score
     # Round 0: every candidate from the current state (the spec's local solve).
@@ -714,9 +685,4 @@ def _assemble(results, source: np.ndarray, pick_row: np.ndarray, picked: np.ndar
         joint_q=gather("joint_q"), success=success, cost=cost, best_index=best,
         position_error=gather("position_error"), direction_error=gather("direction_error"),
         up_error=gather("up_error"), iterations=gather("iterations"),
-        stop_reason=tuple(reasons), active_dof_ids=results[0].active_dof_ids, backend=_backends(results))
-
-
-def _backends(results) -> str:
-    """The backend of some results: one name, or "numba+numpy" when they differ."""
-    return "+".join(sorted({r.backend for r in results}))
+        stop_reason=tuple(reasons), active_dof_ids=results[0].active_dof_ids, backend=merged_backend(results))
