@@ -29,11 +29,11 @@ from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL
                         SolverSettings)
 from ..targets import DirectionUpTarget
 from . import collision as collision_kernels
-from .iteration import run_serial, solve_block, solve_rows
+from .iteration import run_serial
 from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
                      Leaves, Model, Search, State, Targets)
-from .numba_support import CLOCK, KernelCache
-from .search_rounds import run_search, search_rows
+from .numba_support import CLOCK, NATIVE_KERNELS, KernelCache
+from .search_rounds import run_search
 from .seed_scan import nearest_ranks
 from .threads import chunks as slice_count, executor, worker_threads
 
@@ -472,9 +472,6 @@ def search_loaded() -> bool:
 
 #: The entry points Python calls; compiling or loading them makes the kernels ready.
 _ENTRY_POINTS = (run_serial, run_search, nearest_ranks)
-#: Every kernel with a cache entry of its own: the entry points and the kernels they call
-#: through ``numba_support.native_call`` (loading an entry point loads those first).
-_CACHED_KERNELS = _ENTRY_POINTS + (solve_rows, solve_block, search_rows)
 
 
 def kernels_loaded() -> bool:
@@ -486,7 +483,7 @@ def kernels_loaded() -> bool:
 def cache_is_warm() -> bool:
     """True when numba's disk cache holds every kernel entry point for these sources, so that
     :func:`warm_up` loads them (about a second) instead of compiling them."""
-    for kernel in _CACHED_KERNELS:
+    for kernel in _ENTRY_POINTS + tuple(NATIVE_KERNELS):  # loading an entry point loads these
         cache = kernel._cache
         if not isinstance(cache, KernelCache) or not cache._cache_file._load_index():
             return False

@@ -164,6 +164,11 @@ def _publish_native(module: str, name: str, argtypes: tuple):
     return result
 
 
+#: Every kernel :func:`native_call` calls: each has a disk-cache entry of its own, which a warm
+#: cache must hold too (``api.cache_is_warm``).
+NATIVE_KERNELS: list = []
+
+
 def native_call(kernel):
     """An intrinsic ``call(args)`` that calls ``kernel`` (an :func:`njit_cached` dispatcher of
     a module-level function) with the tuple ``args`` through its native symbol.
@@ -174,6 +179,7 @@ def native_call(kernel):
     argument types, so a caller can only bind to the matching compile. A caller loaded from
     the disk cache first loads the kernel (numba's ``reload_init`` hook)."""
     module, name = kernel.py_func.__module__, kernel.py_func.__name__
+    NATIVE_KERNELS.append(kernel)
 
     @intrinsic
     def call(typingctx, args):
