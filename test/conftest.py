@@ -33,18 +33,19 @@ def pytest_collection_modifyitems(items):
     then with its share of the tests that need no kernels, which on a fresh clone run while the
     kernels compile. Every worker orders alike; worksteal hands each one a contiguous block
     (:func:`workers.first_blocks`) and balances the rest."""
+    def kind(item):  # 0: slow, 1: needs no kernels, 2: the rest
+        return 0 if item.get_closest_marker("slow") is not None else 1 if not needs_kernels(item) else 2
+
     count = workers.worker_count()
     heads = [[] for _ in range(count)]
-    for kind in ("slow", "light"):  # whole modules to a worker: they may share a module fixture
+    for wanted in (0, 1):  # whole modules to a worker: they may share a module fixture
         modules = {}
         for item in items:
-            slow = item.get_closest_marker("slow") is not None
-            if (kind == "slow") == slow and (slow or not needs_kernels(item)):
+            if kind(item) == wanted:
                 modules.setdefault(item.nodeid.split("::")[0], []).append(item)
         for k, module in enumerate(modules.values()):
             heads[k % count] += module
-    chosen = {id(item) for head in heads for item in head}
-    rest = [item for item in items if id(item) not in chosen]
+    rest = [item for item in items if kind(item) == 2]
     ordered, taken = [], 0
     for head, size in zip(heads, workers.first_blocks(len(items), count)):
         fill = max(0, size - len(head))
