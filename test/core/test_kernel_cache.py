@@ -132,3 +132,42 @@ def test_a_native_call_links_no_code_and_reloads_its_kernel_from_the_cache(tmp_p
     assert float(compiled) == float(loaded) == 2.0 * 6.0 + 1.0
     assert first == ["False", "1", "False"]  # compiled here; the kernel's code not defined in the caller
     assert second == ["True", "1", "None"]  # loaded, and the kernel with it
+
+
+def test_a_helper_gets_no_machine_code_of_its_own_until_asked():
+    """``numba_support.jitable`` helpers: kernels link their IR, so numba's JIT engine never
+    emits their own library (``_IRLibrary``), unless ``own_code``; a pointer into it, if
+    asked for, still works."""
+    import ctypes
+    import gc
+
+    from numba import njit
+    from numba.core import codegen
+
+    @numba_support.jitable
+    def twice_plus(x, y):
+        return 2.0 * x + y
+
+    @numba_support.jitable(own_code=True)
+    def halved(x):
+        return 0.5 * x
+
+    @njit
+    def kernel(x):
+        return twice_plus(x, 1.0) - 1.0 + halved(0.0)
+
+    assert kernel(3.0) == 6.0
+    libraries = {(type(o), o.name.rsplit(".", 1)[-1]): o for o in gc.get_objects()
+                 if type(o) in (numba_support._IRLibrary, codegen.JITCodeLibrary)}
+    library = libraries[numba_support._IRLibrary, "twice_plus"]
+    own = libraries[codegen.JITCodeLibrary, "halved"]  # own_code: emitted, as numba does
+    assert (numba_support._IRLibrary, "halved") not in libraries
+    engine = library.codegen._engine
+    assert all(engine.is_symbol_defined(fn.name) for fn in own.get_defined_functions())
+    names = [fn.name for fn in library.get_defined_functions()]
+    assert names and not library._emitted
+    assert not any(engine.is_symbol_defined(name) for name in names)
+    c_wrapper = next(name for name in names if name.startswith("cfunc."))
+    address = library.get_pointer_to_function(c_wrapper)
+    assert library._emitted and address
+    assert ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)(address)(3.0, 0.5) == 6.5

@@ -42,7 +42,7 @@ def fail(state, b, it, phase):
     state.done[b] = True
 
 
-@jitable(force_inline=True)
+@jitable(force_inline=True, own_code=True)
 def iterate(b, w, it, model, targets, config, state, work):
     """One solver iteration (spec 5.3, 5.4) of live candidate b (row w of ``work``): Jacobian,
     limited DLS step, step scales 1 .. 1/128 with the position guard; updates ``state`` row b."""
@@ -128,7 +128,7 @@ def stall_test(b, config, state, history):
     history[slot] = state.ssr[b]
 
 
-@jitable
+@jitable(own_code=True)
 def start_candidate(b, w, model, targets, config, state, work):
     """Round candidate b's start state into the bounds and evaluate it (row w of ``work``);
     converged or nothing-to-move candidates are done at once. Returns False on a
@@ -150,7 +150,7 @@ def start_candidate(b, w, model, targets, config, state, work):
     return True
 
 
-@jitable
+@jitable(own_code=True)
 def relay_turn(state, work, lo, hi, it, max_iters):
     """Before iteration ``it`` of rows lo:hi (whole runs; ``work`` rows 0..): rows that have
     run ``max_iters`` iterations stop (reason max_iters); in a relay (a run of consecutive

@@ -13,7 +13,7 @@ from .vector_math import (align_vector, axis_error_parts, copy1, copy2, cross3, 
                           orthogonal_unit, vec3)
 
 
-@jitable
+@jitable(own_code=True)
 def jacobian_shortcut(model, targets, w_pos, w_rot, eps, c, s, active, b, r, node_rot, node_pos, tcp_rot,
                       tcp_pos, rot_p, r_p, err, jac):
     """Forward-difference Jacobian (transposed) from the exact rigid-motion shortcut.
@@ -64,7 +64,7 @@ def jacobian_shortcut(model, targets, w_pos, w_rot, eps, c, s, active, b, r, nod
                 jac[i, base + j] = (r_p[base + j] - r[base + j]) / eps
 
 
-@jitable
+@jitable(own_code=True)
 def jacobian_full_fk(model, targets, config, b, w, q, r, work, jac):
     """Forward-difference Jacobian (transposed) by one full FK per perturbed state.
 
@@ -135,7 +135,7 @@ def up_error_derivative(w, cur_dir, cur_up, t_dir, t_up, aligned_parts):
     return axis_error_derivative(v, s, c, scale, t_up, d_aligned)
 
 
-@jitable
+@jitable(own_code=True)
 def jacobian_analytic(model, targets, w_pos, w_rot, active, b, node_rot, node_pos, tcp_rot, tcp_pos, jac):
     """Exact Jacobian (transposed) of the residuals; same as ``_Solver.analytic_jacobian``.
 

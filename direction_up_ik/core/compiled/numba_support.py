@@ -9,6 +9,8 @@
 * :func:`clock_ns` reads the monotonic clock inside a kernel (deadlines without the GIL).
 * :func:`stack_array` gives scratch arrays to code compiled without numba's runtime.
 * :func:`native_call` calls a kernel by its symbol, so that its callers do not link its code.
+* :func:`jitable` helpers get no machine code of their own (:class:`_IRLibrary`): kernels link
+  their IR, so only the kernels and the iteration's helpers are emitted.
 
 Where the cache lives: ``__pycache__`` next to these files when it is writable, else
 numba's per-user cache directory (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``);
@@ -23,10 +25,11 @@ import hashlib
 import importlib
 import pathlib
 import time
+import weakref
 
 from llvmlite import binding as llvm, ir
-from numba import njit, types
-from numba.core import caching, cgutils
+from numba import _dynfunc, njit, types
+from numba.core import caching, cgutils, codegen, cpu
 from numba.extending import intrinsic, register_jitable
 from numba.np.arrayobj import populate_array
 
@@ -100,15 +103,77 @@ def njit_cached(fn=None, **options):
     return wrap(fn) if fn is not None else wrap
 
 
-def jitable(fn=None, *, force_inline: bool = False):
+#: (module, qualified name) of the :func:`jitable` helpers without machine code of their own
+#: (:class:`_IRLibrary`).
+IR_ONLY: set = set()
+
+
+def jitable(fn=None, *, force_inline: bool = False, own_code: bool = False):
     """``numba.extending.register_jitable`` with numpy's error model: a plain Python
     function that numba compiles into the kernels calling it. ``force_inline``: LLVM
     always inlines it (numba's ``forceinline``), for small helpers on hot paths. Typed once
     per signature, unlike numba's IR inlining (``inline="always"``), which types the
-    helper's body again at every call site (docs/performance.md)."""
+    helper's body again at every call site (docs/performance.md).
+
+    ``own_code``: numba emits the helper's own machine code, as it does by default. Kernels
+    never run that code, so helpers go without it (:class:`_IRLibrary`), except those of
+    the solver's iteration: emitting also passes their IR through LLVM's code generation
+    passes, and the kernels link that IR, measurably faster (docs/performance.md)."""
     def wrap(function):
+        if not own_code:
+            IR_ONLY.add((function.__module__, function.__qualname__))
         return register_jitable(error_model="numpy", forceinline=force_inline)(function)
     return wrap(fn) if fn is not None else wrap
+
+
+class _IRLibrary(codegen.JITCodeLibrary):
+    """The code library of a :func:`jitable` helper: optimised like any other, but its machine
+    code is emitted only if something asks for a pointer into it.
+
+    Kernels link a helper's optimised IR into their own module, so the helper's own machine
+    code never runs; numba emits it anyway, once per compiled helper (docs/performance.md,
+    "Where the first compile goes")."""
+
+    _emitted = False
+    _env = None  # (its environment global's name, the environment): filled in once emitted
+
+    def _finalize_final_module(self):
+        # CPUCodeLibrary's, less adding the module to the JIT engine and emitting it
+        self._finalize_dynamic_globals()
+        self._verify_declare_only_symbols()
+        self._finalized = True
+
+    def get_pointer_to_function(self, name):
+        self._ensure_finalized()
+        if not self._emitted:
+            self._emitted = True
+            self._final_module._CPUCodeLibrary__library = weakref.proxy(self)  # object-cache hooks
+            cleanup = self._codegen._add_module(self._final_module)
+            if cleanup:
+                weakref.finalize(self, cleanup)
+            self._finalize_specific()
+            if self._env is not None:
+                self.codegen.set_env(*self._env)
+        return super().get_pointer_to_function(name)
+
+
+_numba_get_executable = cpu.CPUContext.get_executable
+
+
+def _get_executable(context, library, fndesc, env):
+    """``CPUContext.get_executable``, which emits the library's machine code to find the
+    function's Python wrapper, except for :data:`IR_ONLY` helpers: their library becomes an
+    :class:`_IRLibrary`. numba compiles helpers without a Python wrapper, so the function it
+    makes for them holds a null pointer either way."""
+    if (fndesc.modname, fndesc.qualname) not in IR_ONLY or type(library) is not codegen.JITCodeLibrary:
+        return _numba_get_executable(context, library, fndesc, env)
+    library.__class__ = _IRLibrary
+    library._env = (context.get_env_name(fndesc), env)
+    return _dynfunc.make_function(fndesc.lookup_module(), fndesc.qualname.split(".")[-1],
+                                  f"compiled helper {fndesc.qualname!r}", 0, env, (library,))
+
+
+cpu.CPUContext.get_executable = _get_executable
 
 
 #: The monotonic clock the kernels read for deadlines (``time.perf_counter``'s clock on

@@ -49,7 +49,7 @@ def slot_residual(rot, pos, targets, b, e, w_pos, w_rot, r, err):
 
 # The hot helpers below take the few arrays they use, not the whole Work / Config tuples:
 # passing the named tuples to a call is what costs (docs/performance.md).
-@jitable
+@jitable(own_code=True)
 def evaluate(model, targets, w_pos, w_rot, own_trig, b, q, node_rot, node_pos, tcp_rot, tcp_pos, r, err):
     """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b
     (``own_trig``: FK with :func:`own_sincos`, see :func:`node_frames`).

@@ -116,7 +116,7 @@ def clamped_solve(ldl, h, fixed, clamped, rhs, matrix, x):
     return lu_solve(matrix, x)
 
 
-@jitable
+@jitable(own_code=True)
 def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
                      value, fixed, scratch, ldl):
     """Damped least-squares step inside the joint bounds, norm-capped (spec 5.3).
