@@ -171,3 +171,44 @@ def test_a_helper_gets_no_machine_code_of_its_own_until_asked():
     address = library.get_pointer_to_function(c_wrapper)
     assert library._emitted and address
     assert ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)(address)(3.0, 0.5) == 6.5
+
+
+def test_a_helper_called_from_an_inlined_and_a_plain_helper_compiles_once():
+    """numba keys a helper's compile on its caller's flags, ``forceinline`` among them;
+    ``numba_support`` leaves that one out for ``jitable`` helpers (they set it themselves), so
+    the solver's FK is compiled once, not once per kind of caller."""
+    from numba import njit
+    from numba.core.registry import cpu_target
+
+    @numba_support.jitable
+    def leaf(x):
+        return x + 1.0
+
+    @numba_support.jitable(force_inline=True)
+    def inlined(x):
+        return leaf(x) * 2.0
+
+    @numba_support.jitable
+    def plain(x):
+        return leaf(x) * 3.0
+
+    @njit
+    def kernel(x):
+        return inlined(x) + plain(x)
+
+    assert kernel(1.0) == 10.0
+    templates = cpu_target.typing_context.resolve_value_type(leaf).templates
+    assert len([key for t in templates for key, (impl, _) in t._impl_cache.items() if impl is not None]) == 1
+
+
+def test_the_quicker_config_values_are_numbas():
+    """``numba_support._config_values`` stands for numba's ``TargetConfig.values`` (built on
+    every look-up of its typing caches): the same values in the same order."""
+    from numba.core.compiler import Flags
+
+    flags = Flags()
+    assert list(numba_support._config_values(flags).items()) == list(numba_support._numba_config_values(flags).items())
+    flags.nrt, flags.error_model, flags.forceinline = True, "numpy", True
+    values = numba_support._config_values(flags)
+    assert list(values.items()) == list(numba_support._numba_config_values(flags).items())
+    assert values["nrt"] is True and values["error_model"] == "numpy"

@@ -29,7 +29,8 @@ import weakref
 
 from llvmlite import binding as llvm, ir
 from numba import _dynfunc, njit, types
-from numba.core import caching, cgutils, codegen, cpu
+from numba.core import caching, cgutils, codegen, cpu, targetconfig
+from numba.core.typing import templates
 from numba.extending import intrinsic, register_jitable
 from numba.np.arrayobj import populate_array
 
@@ -122,8 +123,36 @@ def jitable(fn=None, *, force_inline: bool = False, own_code: bool = False):
     def wrap(function):
         if not own_code:
             IR_ONLY.add((function.__module__, function.__qualname__))
+        JITABLE.add(function)
         return register_jitable(error_model="numpy", forceinline=force_inline)(function)
     return wrap(fn) if fn is not None else wrap
+
+
+#: Every :func:`jitable` helper (the Python function).
+JITABLE: set = set()
+_numba_get_impl = templates._OverloadFunctionTemplate._get_impl
+
+
+def _get_impl(template, args, kws):
+    """numba's look-up of an overload's compiled implementation, for :data:`JITABLE` helpers
+    without the caller's ``forceinline`` in the key.
+
+    numba keys the compile of a helper on the calling function's flags, and a helper called
+    from both a ``force_inline`` function and another one was compiled twice. Our helpers set
+    ``forceinline`` themselves, so the caller's value is not inherited and both compiles are
+    the same."""
+    if getattr(type(template), "key", None) not in JITABLE:
+        return _numba_get_impl(template, args, kws)
+    flags = targetconfig.ConfigStack.top_or_none()
+    if flags is not None:  # a copy: numba goes on setting the caller's flags afterwards
+        flags = flags.copy()
+        flags.forceinline = False
+    cache_key = template.context, tuple(args), tuple(kws.items()), flags
+    cached = template._impl_cache.get(cache_key)
+    return cached if cached is not None else template._build_impl(cache_key, args, kws)
+
+
+templates._OverloadFunctionTemplate._get_impl = _get_impl
 
 
 class _IRLibrary(codegen.JITCodeLibrary):
@@ -174,6 +203,22 @@ def _get_executable(context, library, fndesc, env):
 
 
 cpu.CPUContext.get_executable = _get_executable
+
+_OPTION_DEFAULTS: dict = {}
+_numba_config_values = targetconfig.TargetConfig.values
+
+
+def _config_values(config) -> dict:
+    """``TargetConfig.values()`` (every option's value by name, in the class's order), without
+    its property call per option: numba builds it to hash and compare compile flags on every
+    look-up of its typing caches, some 100,000 times in the kernels' first compile."""
+    defaults = _OPTION_DEFAULTS.get(type(config))
+    if defaults is None:
+        defaults = _OPTION_DEFAULTS[type(config)] = {k: o.default for k, o in config.options.items()}
+    return {**defaults, **config._values}
+
+
+targetconfig.TargetConfig.values = _config_values
 
 
 #: The monotonic clock the kernels read for deadlines (``time.perf_counter``'s clock on
