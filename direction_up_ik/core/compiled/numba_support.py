@@ -9,8 +9,19 @@
 * :func:`clock_ns` reads the monotonic clock inside a kernel (deadlines without the GIL).
 * :func:`stack_array` gives scratch arrays to code compiled without numba's runtime.
 * :func:`native_call` calls a kernel by its symbol, so that its callers do not link its code.
-* :func:`jitable` helpers get no machine code of their own (:class:`_IRLibrary`): kernels link
-  their IR, so only the kernels and the iteration's helpers are emitted.
+
+Three patches of numba make the first compile shorter (docs/performance.md, "Where the first
+compile goes"). The first changes the kernels' code slightly (see ``own_code``), the second
+drops a duplicate copy of a helper from it, the third leaves it as it is:
+
+* :func:`jitable` helpers get no machine code of their own (:class:`_IRLibrary`, through
+  ``CPUContext.get_executable``): kernels link their IR, so only the kernels and the
+  iteration's helpers (``own_code``) are emitted;
+* a helper is compiled once, not once per ``forceinline`` of its callers (:func:`_get_impl`);
+* ``TargetConfig.values`` is built without a property call per option (:func:`_config_values`).
+
+The first two act on this package's helpers only, the third on any numba compile in the
+process, with the same result as numba's.
 
 Where the cache lives: ``__pycache__`` next to these files when it is writable, else
 numba's per-user cache directory (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``);
@@ -104,6 +115,8 @@ def njit_cached(fn=None, **options):
     return wrap(fn) if fn is not None else wrap
 
 
+#: Every :func:`jitable` helper (the Python function).
+JITABLE: set = set()
 #: (module, qualified name) of the :func:`jitable` helpers without machine code of their own
 #: (:class:`_IRLibrary`).
 IR_ONLY: set = set()
@@ -128,8 +141,6 @@ def jitable(fn=None, *, force_inline: bool = False, own_code: bool = False):
     return wrap(fn) if fn is not None else wrap
 
 
-#: Every :func:`jitable` helper (the Python function).
-JITABLE: set = set()
 _numba_get_impl = templates._OverloadFunctionTemplate._get_impl
 
 
