@@ -190,14 +190,18 @@ def seed_source(round_index: int, num_seeds: int, first_rounds: Optional[int] = 
     return False, (first_rounds + later // 2) * num_seeds
 
 
-def kernel_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int):
+def kernel_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int, timed: bool):
     """(rounds of seeds the compiled search runs, whether the Python rounds may go on after them)
-    for a search of ``num_seeds`` seeds per round and ``max_rounds`` (None: until the deadline) on
-    a uniform library of ``library_size`` states: the uniform rounds (:func:`uniform_rounds`) that
-    library holds; later rounds (and those past a small library's end) are :func:`_search`'s.
-    None when the library holds no round of seeds (the Python rounds then do all)."""
+    for a search of ``num_seeds`` seeds per round and ``max_rounds`` (None: until the deadline;
+    ``timed``: the search has one) on a uniform library of ``library_size`` states: the uniform
+    rounds (:func:`uniform_rounds`) that library holds; later rounds (and those past a small
+    library's end) are :func:`_search`'s. None when the library holds no round of seeds, or
+    for rounds until every candidate succeeds (neither a round limit nor a deadline: random
+    draws after the library): the Python rounds then do all."""
     if num_seeds == 0:
         return 0, False
+    if max_rounds is None and not timed:
+        return None
     rounds = min(uniform_rounds(num_seeds, max_rounds, library_size), library_size // num_seeds)
     if max_rounds is not None and max_rounds <= rounds:
         return max_rounds, False
@@ -419,9 +423,7 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     has_direction, has_up = problem.has_direction, problem.has_up
     if b > 1 and not ((has_direction == has_direction[0]).all() and (has_up == has_up[0]).all()):
         return None
-    if max_rounds is None and num_seeds > 0 and deadline is None:
-        return None  # rounds until every candidate succeeds: random draws after the library
-    plan = kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE)
+    plan = kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE, deadline is not None)
     if plan is None:
         return None
     rounds, more = plan

@@ -397,6 +397,17 @@ def test_later_rounds_take_turns_between_the_library_near_the_limits_and_the_uni
     assert search_module.seed_source(1025, 4, 1024) == (True, 0)
 
 
+def test_the_compiled_search_runs_the_uniform_rounds_and_leaves_the_rest_to_python():
+    """``kernel_rounds``: (the compiled search's rounds, whether Python rounds may follow)."""
+    kernel_rounds = search_module.kernel_rounds
+    assert kernel_rounds(0, None, 4096, False) == (0, False)  # round 0 only
+    assert kernel_rounds(4, 2, 4096, False) == (2, False)  # all of them uniform rounds
+    assert kernel_rounds(4, 5, 4096, True) == (3, True)  # then turns with the library near the limits
+    assert kernel_rounds(4, None, 4096, True) == (1024, True)  # the deadline ends them
+    assert kernel_rounds(4, None, 4096, False) is None  # until every candidate succeeds: Python's
+    assert kernel_rounds(8, None, 4, True) is None  # not one round in the library
+
+
 #: Joint states of the panda as fractions of each joint's range (lower 0, upper 1): the elbow
 #: (joint 4) folded against its limit, the wrist (joint 6) at its upper limit, others at bounds
 #: too; poses of bench_peers' near-limits set that the search of uniform seeds alone missed.
