@@ -212,3 +212,23 @@ def test_the_quicker_config_values_are_numbas():
     values = numba_support._config_values(flags)
     assert list(values.items()) == list(numba_support._numba_config_values(flags).items())
     assert values["nrt"] is True and values["error_model"] == "numpy"
+
+
+def test_the_numba_patches_are_in_place_on_the_pinned_numba():
+    """``numba_support`` patches numba's internals on the version they were written against
+    only; the pinned numba must be that one, so a bump of the pin fails here until the
+    patches are checked again (docs/performance.md, "Where the first compile goes")."""
+    import pathlib
+    import re
+
+    import numba
+    from numba.core import cpu, targetconfig
+    from numba.core.typing import templates
+
+    pinned = re.search(r"^numba==(\d+\.\d+)\.", (pathlib.Path(__file__).parents[2] / "requirements" / "core.txt")
+                       .read_text(encoding="utf-8"), re.M).group(1)
+    assert numba.__version__.startswith(pinned + ".") and pinned == "0.68"
+    assert numba_support.NUMBA_PATCHED
+    assert cpu.CPUContext.get_executable is numba_support._get_executable
+    assert templates._OverloadFunctionTemplate._get_impl is numba_support._get_impl
+    assert targetconfig.TargetConfig.values is numba_support._config_values

@@ -21,7 +21,8 @@ drops a duplicate copy of a helper from it, the third leaves it as it is:
 * ``TargetConfig.values`` is built without a property call per option (:func:`_config_values`).
 
 The first two act on this package's helpers only, the third on any numba compile in the
-process, with the same result as numba's.
+process, with the same result as numba's. They are in place on numba 0.68 only
+(:data:`NUMBA_PATCHED`).
 
 Where the cache lives: ``__pycache__`` next to these files when it is writable, else
 numba's per-user cache directory (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``);
@@ -39,6 +40,7 @@ import time
 import weakref
 
 from llvmlite import binding as llvm, ir
+import numba
 from numba import _dynfunc, njit, types
 from numba.core import caching, cgutils, codegen, cpu, targetconfig
 from numba.core.typing import templates
@@ -163,8 +165,6 @@ def _get_impl(template, args, kws):
     return cached if cached is not None else template._build_impl(cache_key, args, kws)
 
 
-templates._OverloadFunctionTemplate._get_impl = _get_impl
-
 
 class _IRLibrary(codegen.JITCodeLibrary):
     """The code library of a :func:`jitable` helper: optimised like any other, but its machine
@@ -213,8 +213,6 @@ def _get_executable(context, library, fndesc, env):
                                   f"compiled helper {fndesc.qualname!r}", 0, env, (library,))
 
 
-cpu.CPUContext.get_executable = _get_executable
-
 _OPTION_DEFAULTS: dict = {}
 _numba_config_values = targetconfig.TargetConfig.values
 
@@ -229,7 +227,14 @@ def _config_values(config) -> dict:
     return {**defaults, **config._values}
 
 
-targetconfig.TargetConfig.values = _config_values
+#: Whether the patches above are in place: on the numba they were written against (the
+#: version ``requirements/core.txt`` pins), whose internals they replace. With another numba
+#: (e.g. a distribution's) they are left out: the first compile is slower, nothing else.
+NUMBA_PATCHED = numba.__version__.split(".")[:2] == ["0", "68"]
+if NUMBA_PATCHED:
+    templates._OverloadFunctionTemplate._get_impl = _get_impl
+    cpu.CPUContext.get_executable = _get_executable
+    targetconfig.TargetConfig.values = _config_values
 
 
 #: The monotonic clock the kernels read for deadlines (``time.perf_counter``'s clock on
