@@ -232,3 +232,17 @@ def test_the_numba_patches_are_in_place_on_the_pinned_numba():
     assert cpu.CPUContext.get_executable is numba_support._get_executable
     assert templates._OverloadFunctionTemplate._get_impl is numba_support._get_impl
     assert targetconfig.TargetConfig.values is numba_support._config_values
+
+
+def test_a_helper_name_registered_twice_is_refused():
+    """numba names a compiled helper by module and qualified name, and ``own_code`` is looked up
+    by that name: a second helper of the same name (a copy of a function) would share it."""
+    import types
+
+    def helper(x):
+        return x
+
+    numba_support.jitable(helper)
+    copy = types.FunctionType(helper.__code__, helper.__globals__, "copy")  # __qualname__ still helper's
+    with pytest.raises(ValueError, match=r"jitable helper .*helper registered twice: give each copy a __qualname__"):
+        numba_support.jitable(own_code=True)(copy)

@@ -120,8 +120,10 @@ def njit_cached(fn=None, **options):
 #: Every :func:`jitable` helper (the Python function).
 JITABLE: set = set()
 #: (module, qualified name) of the :func:`jitable` helpers without machine code of their own
-#: (:class:`_IRLibrary`).
+#: (:class:`_IRLibrary`); numba's function descriptors name a function by these.
 IR_ONLY: set = set()
+#: (module, qualified name) of every :func:`jitable` helper: each names one helper.
+_NAMES: set = set()
 
 
 def jitable(fn=None, *, force_inline: bool = False, own_code: bool = False):
@@ -136,8 +138,13 @@ def jitable(fn=None, *, force_inline: bool = False, own_code: bool = False):
     the solver's iteration: emitting also passes their IR through LLVM's code generation
     passes, and the kernels link that IR, measurably faster (docs/performance.md)."""
     def wrap(function):
+        name = (function.__module__, function.__qualname__)
+        if name in _NAMES:  # IR_ONLY would then hold both or neither
+            raise ValueError(f"jitable helper {name[0]}.{name[1]} registered twice: give each copy a "
+                             "__qualname__ of its own")
+        _NAMES.add(name)
         if not own_code:
-            IR_ONLY.add((function.__module__, function.__qualname__))
+            IR_ONLY.add(name)
         JITABLE.add(function)
         return register_jitable(error_model="numpy", forceinline=force_inline)(function)
     return wrap(fn) if fn is not None else wrap

@@ -49,7 +49,7 @@ def slot_residual(rot, pos, targets, b, e, w_pos, w_rot, r, err):
 
 # The hot helpers below take the few arrays they use, not the whole Work / Config tuples:
 # passing the named tuples to a call is what costs (docs/performance.md).
-@jitable(own_code=True)
+@jitable
 def evaluate(model, targets, w_pos, w_rot, own_trig, b, q, node_rot, node_pos, tcp_rot, tcp_pos, r, err):
     """Residuals ``r`` (9E,) and unweighted errors ``err`` (3, E) of state ``q`` (D,) of candidate b
     (``own_trig``: FK with :func:`own_sincos`, see :func:`node_frames`).
@@ -65,8 +65,9 @@ def evaluate(model, targets, w_pos, w_rot, own_trig, b, q, node_rot, node_pos, t
 
 #: :func:`evaluate` inlined, for the one hot call site (a step's trial states); inlined
 #: everywhere it would lengthen the kernel's first compile for no gain (docs/performance.md).
-evaluate_inlined = jitable(force_inline=True)(pytypes.FunctionType(
-    evaluate.__code__, evaluate.__globals__, "evaluate_inlined"))
+evaluate_inlined = pytypes.FunctionType(evaluate.__code__, evaluate.__globals__, "evaluate_inlined")
+evaluate_inlined.__qualname__ = "evaluate_inlined"  # a helper of its own (numba names it so)
+evaluate_inlined = jitable(force_inline=True)(evaluate_inlined)
 
 
 @jitable(force_inline=True)
