@@ -2,7 +2,7 @@
 """Profile the compiled (numba) solver kernel with ``perf``, function by function.
 
     .venv/bin/python benchmarks/profile_kernel.py [--robot panda_like] [--start random] \
-        [--mode batch|single] [--targets 1000] [--seconds 10] [--jacobian analytic|finite_difference] \
+        [--mode batch|single|search] [--targets 1000] [--seconds 10] [--jacobian analytic|finite_difference] \
         [--output kernel.perf.data]
     perf report -i kernel.perf.data --no-children --sort symbol
 
@@ -18,7 +18,8 @@ Workloads, on the benchmark's reproducible targets (``bench_peers.Problem``): ``
 solves all targets from the start state and then two random seeds, tried in turn (the search's
 relay), for each target it missed, both as serial calls (one thread: one profile); ``single`` solves the targets one per
 call, with the search's step cap; both with the search's Jacobian unless ``--jacobian`` says
-otherwise. docs/performance.md keeps what it found (e.g. why ``iteration.solve_rows`` is
+otherwise; ``search`` makes the batched search call of ``bench_batch.py`` (``num_seeds=4,
+max_rounds=5``; set ``NUMBA_NUM_THREADS=1`` for one thread). docs/performance.md keeps what it found (e.g. why ``iteration.solve_rows`` is
 compiled without numba's runtime).
 
 This reads numba internals (the compiled library's execution engine); it is a developer's
@@ -44,8 +45,8 @@ os.environ["NUMBA_CACHE_DIR"] = CACHE  # a fresh compile (see the docstring)
 import numpy as np  # noqa: E402
 
 from bench_peers import Problem  # noqa: E402  (this folder's)
-from direction_up_ik.core import compiled  # noqa: E402
-from direction_up_ik.core.compiled import iteration  # noqa: E402
+from direction_up_ik.core import compiled, robo_search_ik_direction_up, warm_up_backend  # noqa: E402
+from direction_up_ik.core.compiled import iteration, search_rounds, seed_scan  # noqa: E402
 from direction_up_ik.core.problem import build_problem  # noqa: E402
 from direction_up_ik.core.seeds import random_starts  # noqa: E402
 from direction_up_ik.core.settings import JACOBIANS, SEARCH_SOLVER_DEFAULTS, solver_settings  # noqa: E402
@@ -66,7 +67,8 @@ def _short_name(mangled: str) -> str:
 def write_perf_map(path: str) -> int:
     """Name the kernel's compiled functions for perf: "<start> <size> <name>" lines (hex)."""
     entries = []
-    kernels = (iteration.run_serial, iteration.solve_rows, iteration.solve_block)
+    kernels = (iteration.run_serial, iteration.solve_rows, iteration.solve_block, search_rounds.run_search,
+               search_rounds.search_rows, seed_scan.nearest_ranks)
     for kernel in [overload for kernel in kernels for overload in kernel.overloads.values()]:
         engine = kernel.library._codegen._engine._ee
         for function in kernel.library._final_module.functions:
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robot", default="panda_like")
     parser.add_argument("--start", choices=("mid_range", "random"), default="random")
-    parser.add_argument("--mode", choices=("batch", "single"), default="batch")
+    parser.add_argument("--mode", choices=("batch", "single", "search"), default="batch")
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the profiled part")
     parser.add_argument("--jacobian", choices=JACOBIANS, default=SEARCH_SOLVER_DEFAULTS["jacobian"],
@@ -109,6 +111,13 @@ def main(argv=None) -> int:
         def work():
             compiled.solve(built, parallel=False)
             compiled.solve(seeded, starts, relay=relay, parallel=False)
+    elif args.mode == "search":
+        kw = dict(max_position_error=0.03, num_seeds=4, max_rounds=5)
+        warm_up_backend()  # compiles here: the search alone would solve with numpy meanwhile
+        robo_search_ik_direction_up(problem.robot, problem.candidates, **kw)
+
+        def work():
+            robo_search_ik_direction_up(problem.robot, problem.candidates, **kw)
     else:
         singles = [build_problem(problem.robot, (c,), settings=settings) for c in problem.candidates]
         compiled.solve(singles[0])
