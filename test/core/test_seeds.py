@@ -409,3 +409,25 @@ def test_after_warm_up_no_search_builds_a_seed_index_for_a_named_convention(requ
                       for e in range(robot.num_end_effectors))]
     with pytest.raises(AssertionError, match="built a seed index"):
         robo_search_ik_direction_up(robot, explicit, max_position_error=0.03, num_seeds=4, max_rounds=1)
+
+
+def test_one_candidates_features_are_those_of_pose_features_bit_for_bit():
+    """The one-target search's features (a list of Python floats) equal ``pose_features`` of
+    that candidate in every value, for every constraint pattern of two slots, with positions
+    beyond the clipping reach, negative zeros and tiny and huge axis components."""
+    rng = np.random.default_rng(7)
+    patterns = [(d, u) for d in (True, False) for u in (True, False) if d or not u]
+    for pattern_0 in patterns:
+        for pattern_1 in patterns:
+            has_direction = np.array([pattern_0[0], pattern_1[0]])
+            has_up = np.array([pattern_0[1], pattern_1[1]])
+            for scale in (1.0, 1e-300, 3e6, 1e300):
+                position = rng.normal(size=(1, 2, 3)) * scale
+                position[0, 0, 1] = -0.0
+                direction, up = rng.normal(size=(1, 2, 3)) * scale, rng.normal(size=(1, 2, 3))
+                expected = seeds.pose_features(position, direction, up, has_direction, has_up)[0]
+                got = seeds.one_pose_features(position[0], direction[0], up[0], tuple(has_direction.tolist()),
+                                              tuple(has_up.tolist()))
+                assert len(got) == expected.size
+                np.testing.assert_array_equal(np.array(got), expected)
+                assert np.array_equal(np.signbit(np.array(got)), np.signbit(expected))

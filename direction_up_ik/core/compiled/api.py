@@ -310,7 +310,8 @@ class OneCandidate:
         problem: one candidate of one target slot, built with the search's settings; its
             slot layout (end effector, local axes, constraint pattern), settings, active
             joints and bounds are those of every later call (its targets and start are not).
-        features: ``seeds.pose_features``, the seed library's query features of a target.
+        features: ``seeds.one_pose_features``, the seed library's query features (a list) of
+            one candidate's targets.
     """
 
     def __init__(self, problem: IKProblem, features) -> None:
@@ -331,11 +332,12 @@ class OneCandidate:
                            quota=zeros)
         self.state_t = tuple(self.state)
         self.active_dof_ids = tuple(problem.active.tolist())
-        self.pattern = (problem.has_direction[0], problem.has_up[0])  # (E,) bool each
+        self.pattern = (tuple(problem.has_direction[0].tolist()), tuple(problem.has_up[0].tolist()))  # (E,) bools each
         self.features = features
         self.spec: Optional[Search] = None  # the rounds' arrays, on the first seeded call
         self.solve = _entry_point(run_serial, self.model, self.targets_t, self.config_t, self.state_t, False, 0)
         self.rounds = None  # run_search's entry point, with the spec
+        self._spec_fields: dict = {}  # {(num_seeds, max_rounds, unlimited, min_successes): tuple(spec)}
 
     def run(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
             up: Optional[np.ndarray], *, num_seeds: int, max_rounds: int, unlimited: bool,
@@ -375,11 +377,17 @@ class OneCandidate:
             self.rounds = _entry_point(run_search, self.model, self.targets_t, self.config_t, self.state_t,
                                        False, 0, tuple(spec))
         spec.anchor[:] = q  # least motion: the seeds turn towards the start
-        spec.query[:] = self.features(targets.position, targets.direction, targets.up, *self.pattern)
+        spec.query[0] = self.features(targets.position[0], targets.direction[0], targets.up[0], *self.pattern)
         spec.outcome[:] = 0
-        if self.rounds(self.model, self.targets_t, self.config_t, self.state_t, has_deadline, deadline_ns,
-                       tuple(spec._replace(num_seeds=int(num_seeds), max_rounds=int(max_rounds),
-                                           unlimited=bool(unlimited), min_successes=int(min_successes)))):
+        options = (num_seeds, max_rounds, unlimited, min_successes)
+        fields = self._spec_fields.get(options)
+        if fields is None:  # the same arrays every call: their tuple is kept per options
+            if len(self._spec_fields) >= 8:
+                self._spec_fields.clear()
+            fields = self._spec_fields[options] = tuple(spec._replace(
+                num_seeds=int(num_seeds), max_rounds=int(max_rounds), unlimited=bool(unlimited),
+                min_successes=int(min_successes)))
+        if self.rounds(self.model, self.targets_t, self.config_t, self.state_t, has_deadline, deadline_ns, fields):
             return None
         score = spec.best_score.copy()
         return SearchOutcome(self._result(), spec.starts.copy(), spec.successes.copy(), score,
