@@ -24,7 +24,7 @@ from typing import Dict
 
 REPO = Path(__file__).resolve().parents[1]
 #: The entry point left for the copy's precompile to compile (a small one: seconds).
-LEFT_TO_COMPILE = "seed_scan.nearest_ranks"
+LEFT_TO_COMPILE = "seed_scan.nearest_ranks_into"
 
 
 def environment(root: Path) -> Dict[str, str]:

@@ -22,7 +22,7 @@ ENTRY_POINTS = {"iteration.run_serial": iteration.run_serial, "iteration.solve_r
                 "iteration.solve_block": iteration.solve_block,
                 "search_rounds.run_search": search_rounds.run_search,
                 "search_rounds.search_rows": search_rounds.search_rows,
-                "seed_scan.nearest_ranks": seed_scan.nearest_ranks}
+                "seed_scan.nearest_ranks_into": seed_scan.nearest_ranks_into}
 
 
 def test_an_edit_of_any_module_changes_the_fingerprint(tmp_path):
@@ -198,6 +198,35 @@ def test_a_helper_called_from_an_inlined_and_a_plain_helper_compiles_once():
 
     assert kernel(1.0) == 10.0
     templates = cpu_target.typing_context.resolve_value_type(leaf).templates
+    assert len([key for t in templates for key, (impl, _) in t._impl_cache.items() if impl is not None]) == 1
+
+
+def test_a_helper_called_from_kernels_with_and_without_a_python_wrapper_compiles_once():
+    """A kernel that releases the GIL and one without a Python wrapper of its own (called only
+    through its symbol) differ in flags that do not touch a helper's code: the helper is
+    compiled once for both (the seed scan's ``nearest_into``, called from ``search_rows`` and
+    from ``nearest_ranks_into``)."""
+    from numba import njit
+    from numba.core.registry import cpu_target
+
+    @numba_support.jitable
+    def helper(x):
+        return x * 5.0
+
+    @njit(nogil=True)
+    def with_wrapper(x):
+        return helper(x)
+
+    @njit(no_cpython_wrapper=True)
+    def without_wrapper(x):
+        return helper(x) + 1.0
+
+    @njit
+    def caller(x):
+        return without_wrapper(x)
+
+    assert with_wrapper(1.0) == 5.0 and caller(1.0) == 6.0
+    templates = cpu_target.typing_context.resolve_value_type(helper).templates
     assert len([key for t in templates for key, (impl, _) in t._impl_cache.items() if impl is not None]) == 1
 
 

@@ -34,7 +34,7 @@ from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITER
                      Leaves, Model, Search, State, Targets)
 from .numba_support import CLOCK, NATIVE_KERNELS, KernelCache
 from .search_rounds import run_search
-from .seed_scan import nearest_ranks
+from .seed_scan import nearest_ranks, nearest_ranks_into
 from .threads import chunks as slice_count, executor, worker_threads
 
 _models: "weakref.WeakKeyDictionary[RobotKinematics, dict]" = weakref.WeakKeyDictionary()
@@ -479,7 +479,7 @@ def search_loaded() -> bool:
 
 
 #: The entry points Python calls; compiling or loading them makes the kernels ready.
-_ENTRY_POINTS = (run_serial, run_search, nearest_ranks)
+_ENTRY_POINTS = (run_serial, run_search, nearest_ranks_into)
 
 
 def kernels_loaded() -> bool:

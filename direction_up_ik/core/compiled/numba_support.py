@@ -155,18 +155,22 @@ _numba_get_impl = templates._OverloadFunctionTemplate._get_impl
 
 def _get_impl(template, args, kws):
     """numba's look-up of an overload's compiled implementation, for :data:`JITABLE` helpers
-    without the caller's ``forceinline`` in the key.
+    without the caller's ``forceinline`` and Python-wrapper options in the key.
 
     numba keys the compile of a helper on the calling function's flags, and a helper called
     from both a ``force_inline`` function and another one was compiled twice. Our helpers set
     ``forceinline`` themselves, so the caller's value is not inherited and both compiles are
-    the same."""
+    the same. Whether the caller has a Python wrapper (a kernel called only through its
+    symbol has none) and whether that wrapper releases the GIL do not change a helper's code
+    either: kernels call helpers natively, never through a wrapper."""
     if getattr(type(template), "key", None) not in JITABLE:
         return _numba_get_impl(template, args, kws)
     flags = targetconfig.ConfigStack.top_or_none()
     if flags is not None:  # a copy: numba goes on setting the caller's flags afterwards
         flags = flags.copy()
         flags.forceinline = False
+        flags.no_cpython_wrapper = True
+        flags.release_gil = False
     cache_key = template.context, tuple(args), tuple(kws.items()), flags
     cached = template._impl_cache.get(cache_key)
     return cached if cached is not None else template._build_impl(cache_key, args, kws)

@@ -85,7 +85,19 @@ def nearest_into(leaves, query, first, count, bound, best_d, best_i):
                     size += 1
 
 
-@njit_cached(nogil=True)
+@njit_cached(nogil=True, _nrt=False)
+def nearest_ranks_into(leaf_fields, queries, first, count, out, bound, best_d, best_i):
+    """:func:`nearest_ranks` into ``out`` (n, count) int64, with the scratch of
+    :func:`nearest_into` (``bound`` (L,), ``best_d`` and ``best_i`` (first + count,)) from the
+    caller: compiled without numba's runtime, like the search's kernels, so that
+    :func:`nearest_into` is compiled once for both."""
+    leaves = Leaves(*leaf_fields)
+    for r in range(queries.shape[0]):
+        nearest_into(leaves, queries[r], first, count, bound, best_d, best_i)
+        for c in range(count):
+            out[r, c] = best_i[first + c]
+
+
 def nearest_ranks(leaf_fields, queries, first, count):
     """(n, count) int64: for each row of ``queries`` (n, F) the indices of the points of the
     leaf layout ``leaf_fields`` (:data:`Leaves`, a plain tuple) at distance ranks ``first`` ..
@@ -93,11 +105,8 @@ def nearest_ranks(leaf_fields, queries, first, count):
     single-target seeding outside the compiled search) this beats a k-d tree query;
     :class:`direction_up_ik.core.seeds.SeedLibrary` picks between the two."""
     leaves = Leaves(*leaf_fields)
-    n, nl, k = queries.shape[0], leaves.lo_t.shape[1], first + count
-    out = np.empty((n, count), dtype=np.int64)
-    bound, best_d, best_i = np.empty(nl), np.empty(k), np.empty(k, dtype=np.int64)
-    for r in range(n):
-        nearest_into(leaves, queries[r], first, count, bound, best_d, best_i)
-        for c in range(count):
-            out[r, c] = best_i[first + c]
+    k = first + count
+    out = np.empty((len(queries), count), dtype=np.int64)
+    nearest_ranks_into(leaf_fields, queries, first, count, out, np.empty(leaves.lo_t.shape[1]), np.empty(k),
+                       np.empty(k, dtype=np.int64))
     return out
