@@ -17,7 +17,8 @@ drops a duplicate copy of a helper from it, the third leaves it as it is:
 * :func:`jitable` helpers get no machine code of their own (:class:`_IRLibrary`, through
   ``CPUContext.get_executable``): kernels link their IR, so only the kernels and the
   iteration's helpers (``own_code``) are emitted;
-* a helper is compiled once, not once per ``forceinline`` of its callers (:func:`_get_impl`);
+* a helper is compiled once, not once per ``forceinline`` or Python-wrapper option of its
+  callers (:func:`_get_impl`);
 * ``TargetConfig.values`` is built without a property call per option (:func:`_config_values`).
 
 The first two act on this package's helpers only, the third on any numba compile in the
