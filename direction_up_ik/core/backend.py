@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import InputValidationError
 from .problem import IKProblem
-from .processes import background_compile_child
+from .processes import background_compile_child, python_command
 from .result import IKBatchResult
 from .solver import solve_reference
 
@@ -163,11 +163,16 @@ def warm_up_backend() -> Optional[float]:
     return seconds
 
 
+#: What the background compile's child runs: ``python -m direction_up_ik.precompile --quiet``
+#: of this very package (:func:`~.processes.python_command`).
+_PRECOMPILE_CODE = "from direction_up_ik.precompile import main; sys.exit(main(['--quiet']))"
+
+
 def prepare_kernels(on_ready: Optional[Callable[[Optional[float], str], None]] = None) -> str:
     """Make the compiled kernels ready without blocking; returns :func:`kernel_state`.
 
     A background thread imports numba and loads them from its disk cache or, when they are
-    not cached, first runs ``python -m direction_up_ik.precompile`` (a child process: the
+    not cached, first runs ``direction_up_ik.precompile`` (a child process: the
     compile would hold this interpreter for minutes) to fill it; until then "auto" solves
     with numpy. ``on_ready(seconds, error)`` is called once when that ends (from the
     background thread; ``error`` empty when the kernels are ready), or at once if they are
@@ -214,7 +219,7 @@ def _prepare() -> None:
                 if _preparation.stopped:
                     raise RuntimeError("the compile was stopped before it started")
                 _preparation.child = subprocess.Popen(
-                    [sys.executable, "-m", "direction_up_ik.precompile", "--quiet"], env=env,
+                    python_command(_PRECOMPILE_CODE), env=env,
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                     preexec_fn=background_compile_child)
             _, errors = _preparation.child.communicate()

@@ -1,10 +1,26 @@
-"""Set-up of the child processes that compile kernels (run in the child, before exec)."""
+"""The child processes that compile kernels: their command line, and their set-up (run in
+the child, before exec)."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import pathlib
 import signal
+import sys
+from typing import List
+
+#: The folder this package is imported from (the one holding ``direction_up_ik/``).
+PACKAGE_ROOT = str(pathlib.Path(__file__).resolve().parents[2])
+
+
+def python_command(code: str) -> List[str]:
+    """argv of a child Python that runs ``code`` with this very package: its folder
+    (:data:`PACKAGE_ROOT`) goes first on the child's path. A plain ``python -c`` or ``-m``
+    child puts its working folder first, so started from a folder holding another copy of
+    the package (a source checkout beside an installed build) it would compile that copy's
+    kernels into that copy's cache, and this process would then compile its own."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {PACKAGE_ROOT!r}); {code}"]
 
 
 def die_with_parent() -> None:

@@ -87,3 +87,52 @@ def test_a_stop_before_the_compile_child_starts_starts_none(monkeypatch):
     assert started == []
     assert backend._preparation.state == backend.KERNELS_FAILED
     assert "stopped" in backend._preparation.error
+
+
+def test_compile_children_import_this_package_whatever_their_working_folder(tmp_path, monkeypatch):
+    """A compile child started from a folder holding another ``direction_up_ik`` (a source
+    checkout beside an installed build) imports this process's package, not that one: a plain
+    ``python -c`` child would take the other copy (checked here too, so the set-up is real),
+    compile its kernels into its cache and leave this process to compile its own. Both
+    children (the background precompile and the collision kernels' aside) are started so."""
+    import subprocess
+    import sys
+
+    import direction_up_ik
+    from direction_up_ik.core import backend, processes
+    from direction_up_ik.core.compiled import api
+
+    decoy = tmp_path / "direction_up_ik"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("DECOY = True\n", encoding="utf-8")
+    show = "import direction_up_ik; print(direction_up_ik.__file__)"
+    plain = subprocess.run([sys.executable, "-c", show], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == str(decoy / "__init__.py")
+    ours = subprocess.run(processes.python_command(show), cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert ours.stdout.strip() == direction_up_ik.__file__
+
+    started = []
+
+    def record(argv, **_kwargs):
+        started.append(argv)
+        raise OSError("recorded, not started")
+
+    class ColdCache:
+        def cache_folder(self):
+            return str(tmp_path)
+
+        def cache_is_warm(self):
+            return False
+    monkeypatch.setattr(backend, "_usable_module", ColdCache)
+    monkeypatch.setattr(backend, "_preparation", backend._Preparation())
+    monkeypatch.setattr(backend.subprocess, "Popen", record)
+    backend._prepare()  # the background compile: its child fails to start here
+    assert started == [processes.python_command(backend._PRECOMPILE_CODE)]
+    monkeypatch.setattr(api.subprocess, "Popen", record)
+    monkeypatch.setattr(api.collision_kernels, "cache_is_warm", lambda: False)
+    monkeypatch.setattr(api, "cache_folder", lambda: str(tmp_path))
+    monkeypatch.setattr(api.os, "cpu_count", lambda: 2)
+    with pytest.raises(OSError, match="recorded"):
+        api._compile_collision_aside()
+    assert started[1][:2] == processes.python_command("")[:2]
+    assert started[1][2].startswith(processes.python_command("")[2])

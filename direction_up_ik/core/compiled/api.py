@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -22,7 +21,7 @@ import numpy as np
 
 from ..errors import NumericalFailure
 from ..kinematics import RobotKinematics
-from ..processes import die_with_parent
+from ..processes import die_with_parent, python_command
 from ..problem import IKProblem, build_problem
 from ..result import IKBatchResult, frozen_instance
 from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL_RATIO, STEP_SCALES,
@@ -568,5 +567,5 @@ def _compile_collision_aside() -> Optional[subprocess.Popen]:
     if (os.cpu_count() or 1) < 2 or cache_folder() is None or collision_kernels.cache_is_warm():
         return None
     code = "from direction_up_ik.core.compiled import collision; collision.warm_up()"
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+    return subprocess.Popen(python_command(code), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
