@@ -16,11 +16,12 @@ PACKAGE_ROOT = str(pathlib.Path(__file__).resolve().parents[2])
 
 def python_command(code: str) -> List[str]:
     """argv of a child Python that runs ``code`` with this very package: its folder
-    (:data:`PACKAGE_ROOT`) goes first on the child's path. A plain ``python -c`` or ``-m``
-    child puts its working folder first, so started from a folder holding another copy of
-    the package (a source checkout beside an installed build) it would compile that copy's
-    kernels into that copy's cache, and this process would then compile its own."""
-    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {PACKAGE_ROOT!r}); {code}"]
+    (:data:`PACKAGE_ROOT`) takes the place of the working folder at the head of the child's
+    path (as a script's own folder would). A plain ``python -c`` or ``-m`` child puts its
+    working folder there, so started from a folder holding another copy of the package (a
+    source checkout beside an installed build) it would compile that copy's kernels into that
+    copy's cache, and this process would then compile its own."""
+    return [sys.executable, "-c", f"import sys; sys.path[0] = {PACKAGE_ROOT!r}; {code}"]
 
 
 def die_with_parent() -> None:
