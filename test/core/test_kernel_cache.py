@@ -90,7 +90,7 @@ def test_an_edit_of_the_collision_kernels_keeps_the_fingerprint(tmp_path):
         numba_support.source_fingerprint.cache_clear()
 
 
-_NATIVE_CALLER = '''
+_NATIVE_CALLER = r'''
 import re, sys
 import numpy as np
 from direction_up_ik.core.compiled.numba_support import native_call, njit_cached
@@ -112,7 +112,7 @@ if __name__ == "__main__":
     result = caller(np.arange(4.0))
     symbol = weighted_sum.overloads[weighted_sum.signatures[0]].fndesc.mangled_name
     loaded = bool(caller.stats.cache_hits)
-    defines = None if loaded else bool(re.search("define[^\\\\n]*@" + re.escape(symbol) + "\\\\(",
+    defines = None if loaded else bool(re.search("define[^\\n]*@" + re.escape(symbol) + "\\(",
                                                     caller.inspect_llvm(caller.signatures[0])))
     print(result, loaded, len(weighted_sum.signatures), defines)
 '''
