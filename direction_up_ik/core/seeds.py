@@ -142,7 +142,7 @@ def one_pose_features(position: np.ndarray, direction: np.ndarray, up: np.ndarra
                       has_direction, has_up) -> list:
     """:func:`pose_features` of one candidate, as a list of F floats with the same values
     (clipping and scaling are exact in Python floats too), for the one-target search, where
-    numpy's calls on a few numbers cost several microseconds.
+    numpy's per-call overhead on a few numbers dominates (docs/performance.md).
 
     Args:
         position, direction, up: (E, 3) one candidate's targets; has_direction, has_up: (E,) bool.

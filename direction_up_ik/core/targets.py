@@ -94,8 +94,8 @@ def as_vector3(value, field: str) -> np.ndarray:
 
 # The vector helpers below work on 3-tuples of Python floats: IEEE arithmetic on floats rounds
 # exactly as numpy's elementwise operations do, and a dot product is summed in index order, as
-# numpy's dot of two (3,) arrays gives it (test_targets checks both against numpy), at a
-# fraction of numpy's cost per call on three numbers.
+# numpy's dot of two (3,) arrays gives it (test_targets checks both against numpy), without
+# numpy's per-call overhead on three numbers (docs/performance.md).
 def _unit3(v, field: str) -> Tuple[float, float, float]:
     """The unit vector along a finite 3-tuple ``v``; any length, 1e-308 to 1e308."""
     x, y, z = v
