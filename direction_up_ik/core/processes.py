@@ -10,8 +10,10 @@ import signal
 import sys
 from typing import List
 
-#: The folder this package is imported from (the one holding ``direction_up_ik/``).
-PACKAGE_ROOT = str(pathlib.Path(__file__).resolve().parents[2])
+#: The folder this package is imported from (the one holding ``direction_up_ik/``), as
+#: imported: symbolic links are not resolved, so that under ``colcon build --symlink-install``
+#: a child imports the package by the same file paths, which key numba's cache.
+PACKAGE_ROOT = str(pathlib.Path(os.path.abspath(__file__)).parents[2])
 
 
 def python_command(code: str) -> List[str]:

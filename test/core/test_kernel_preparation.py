@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -95,9 +96,6 @@ def test_compile_children_import_this_package_whatever_their_working_folder(tmp_
     ``python -c`` child would take the other copy (checked here too, so the set-up is real),
     compile its kernels into its cache and leave this process to compile its own. Both
     children (the background precompile and the collision kernels' aside) are started so."""
-    import subprocess
-    import sys
-
     import direction_up_ik
     from direction_up_ik.core import backend, processes
     from direction_up_ik.core.compiled import api
@@ -136,3 +134,17 @@ def test_compile_children_import_this_package_whatever_their_working_folder(tmp_
         api._compile_collision_aside()
     assert started[1][:2] == processes.python_command("")[:2]
     assert started[1][2].startswith(processes.python_command("")[2])
+
+
+def test_the_package_root_keeps_symbolic_links(tmp_path):
+    """Imported through a symbolic link (``colcon build --symlink-install`` links the sources
+    into the build folder), the children's package folder is the linked one the process
+    imported, not the link's target: numba keys its cache on the file paths as imported."""
+    import direction_up_ik
+
+    root = tmp_path / "build"
+    root.mkdir()
+    (root / "direction_up_ik").symlink_to(pathlib.Path(direction_up_ik.__file__).parent)
+    show = "import sys; sys.path[0] = sys.argv[1]; from direction_up_ik.core import processes; print(processes.PACKAGE_ROOT)"
+    run = subprocess.run([sys.executable, "-c", show, str(root)], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == str(root)
