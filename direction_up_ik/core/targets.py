@@ -82,16 +82,6 @@ def _floats3(value, field: str) -> Tuple[float, float, float]:
     return x, y, z
 
 
-def as_vector3(value, field: str) -> np.ndarray:
-    """Convert a 3-sequence to a (3,) float64 array of finite numbers.
-
-    Raises:
-        InputTypeError: not a sequence of three real numbers.
-        DirectionValidationError: a component is NaN or infinite.
-    """
-    return np.array(_floats3(value, field))
-
-
 # The vector helpers below work on 3-tuples of Python floats: IEEE arithmetic on floats rounds
 # exactly as numpy's elementwise operations do, and a dot product is summed in index order, as
 # numpy's dot of two (3,) arrays gives it (test_targets checks both against numpy), without
@@ -102,8 +92,9 @@ def _unit3(v, field: str) -> Tuple[float, float, float]:
     scale = max(abs(x), abs(y), abs(z))
     if scale == 0.0:
         raise DirectionValidationError(field, "must be a non-zero vector")
-    x, y, z = x / scale, y / scale, z / scale  # rescale first so tiny or huge inputs neither underflow nor overflow
-    norm = math.sqrt(x * x + y * y + z * z)
+    # rescale first so tiny or huge inputs neither underflow nor overflow
+    x, y, z = x / scale, y / scale, z / scale
+    norm = _norm3((x, y, z))
     return x / norm, y / norm, z / norm
 
 
@@ -119,9 +110,12 @@ def _norm3(v) -> float:
     return math.sqrt(x * x + y * y + z * z)
 
 
-def unit_vector(value, field: str) -> np.ndarray:
-    """(3,) unit vector of a non-zero finite 3-sequence; any length, 1e-308 to 1e308."""
-    return np.array(_unit3(_floats3(value, field), field))
+_PACK3 = struct.Struct("3d").pack
+
+
+def _frozen3(v) -> np.ndarray:
+    """A read-only (3,) float64 array of a 3-tuple of floats (its buffer is immutable bytes)."""
+    return np.frombuffer(_PACK3(*v))
 
 
 def _orthonormal3(direction, up, direction_field: str, up_field: str):
@@ -146,31 +140,17 @@ def orthonormal_pair(direction, up, direction_field: str, up_field: str):
     """Normalise ``direction`` and project ``up`` onto its perpendicular plane (spec 5.1).
 
     Returns:
-        (d, u): (3,) unit vectors, ``u`` perpendicular to ``d``.
+        (d, u): (3,) read-only unit vectors, ``u`` perpendicular to ``d``.
     Raises:
         DirectionValidationError: zero, non-finite, parallel or anti-parallel inputs.
     """
     d, u = _orthonormal3(direction, up, direction_field, up_field)
-    return np.array(d), np.array(u)
+    return _frozen3(d), _frozen3(u)
 
 
 def frame_from_pair(d: np.ndarray, u: np.ndarray) -> np.ndarray:
     """``F = [d | cross(u, d) | u]`` (3, 3), columns, for an orthonormal pair."""
     return np.column_stack([d, np.cross(u, d), u])
-
-
-_PACK3 = struct.Struct("3d").pack
-
-
-def _frozen3(v) -> np.ndarray:
-    """A read-only (3,) float64 array of a 3-tuple of floats (its buffer is immutable bytes)."""
-    return np.frombuffer(_PACK3(*v))
-
-
-def _readonly(a: Optional[np.ndarray]) -> Optional[np.ndarray]:
-    if a is not None:
-        a.setflags(write=False)
-    return a
 
 
 class DirectionUpTarget:
@@ -232,8 +212,8 @@ class DirectionUpTarget:
         set_(self, "position_world", _frozen3(position))
         set_(self, "direction_world", None if d is None else _frozen3(d))
         set_(self, "up_world", None if u is None else _frozen3(u))
-        set_(self, "local_direction", _readonly(ld))  # shared read-only arrays for the
-        set_(self, "local_up", _readonly(lu))          # two conventions: never written
+        set_(self, "local_direction", ld)  # read-only; the two conventions' shared by all
+        set_(self, "local_up", lu)
         set_(self, "mode", mode)
         set_(self, "uses_tcp_convention", tcp)
 
@@ -265,10 +245,8 @@ class DirectionUpTarget:
 
 
 # The resolved local axes of the two conventions, computed once and shared (read-only).
-_TCP_LOCAL_PAIR = tuple(_readonly(a) for a in orthonormal_pair(TCP_LOCAL_DIRECTION, TCP_LOCAL_UP,
-                                                                 "local_direction", "local_up"))
-_DEFAULT_LOCAL_PAIR = tuple(_readonly(a) for a in orthonormal_pair(DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP,
-                                                                     "local_direction", "local_up"))
+_TCP_LOCAL_PAIR = orthonormal_pair(TCP_LOCAL_DIRECTION, TCP_LOCAL_UP, "local_direction", "local_up")
+_DEFAULT_LOCAL_PAIR = orthonormal_pair(DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, "local_direction", "local_up")
 
 
 def full_pose_candidates(tcp) -> list:

@@ -43,7 +43,7 @@ class RequestError(DirectionUpIKError):
 def _finite_vec(v, field: str) -> np.ndarray:
     """(3,) float64 array of a Point / Vector3 whose components are finite (checked on the
     message's floats, before any arithmetic); else the DirectionValidationError that
-    ``as_vector3`` raises."""
+    ``DirectionUpTarget`` raises."""
     x, y, z = v.x, v.y, v.z
     if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
         raise DirectionValidationError(field, f"every component must be finite, got {[x, y, z]}")
@@ -52,7 +52,7 @@ def _finite_vec(v, field: str) -> np.ndarray:
 
 def _vec(v) -> np.ndarray:
     """(3,) float64 array of a Point / Vector3 (its fields are float64): the core's
-    ``as_vector3`` takes such an array as it is, where a tuple costs a check per component."""
+    ``DirectionUpTarget`` takes such an array as it is, where a tuple costs a check per component."""
     return np.array((v.x, v.y, v.z), dtype=np.float64)
 
 

@@ -336,7 +336,7 @@ def test_limits_without_a_float32_value_snap_to_one():
 
 
 # Regression (found by the property tests): a Python int beyond the float range (10**400) raised
-# OverflowError from float() instead of an input validation error (targets.as_vector3,
+# OverflowError from float() instead of an input validation error (targets._floats3,
 # settings.SolverSettings)
 @pytest.mark.parametrize("make", [
     lambda: DirectionUpTarget(0, (10 ** 400, 0, 0), None, None),
@@ -351,7 +351,7 @@ def test_huge_ints_are_validation_errors(make):
 
 
 # Regression (found by the property tests): a 0-d numpy array raised a plain TypeError ('len() of
-# unsized object' in targets.as_vector3; 'iteration over a 0-d array' in problem._check_active)
+# unsized object' in targets._floats3; 'iteration over a 0-d array' in problem._check_active)
 # instead of InputTypeError
 @pytest.mark.parametrize("make", [
     lambda robot: DirectionUpTarget(0, np.array(1.0), None, None),
