@@ -177,7 +177,6 @@ def _get_impl(template, args, kws):
     return cached if cached is not None else template._build_impl(cache_key, args, kws)
 
 
-
 class _IRLibrary(codegen.JITCodeLibrary):
     """The code library of a :func:`jitable` helper: optimised like any other, but its machine
     code is emitted only if something asks for a pointer into it.
