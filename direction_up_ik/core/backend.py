@@ -165,7 +165,7 @@ def warm_up_backend() -> Optional[float]:
 
 #: What the background compile's child runs: ``python -m direction_up_ik.precompile --quiet``
 #: of this very package (:func:`~.processes.python_command`).
-_PRECOMPILE_CODE = "from direction_up_ik.precompile import main; sys.exit(main(['--quiet']))"
+_PRECOMPILE_CODE = "from direction_up_ik.precompile import main; raise SystemExit(main(['--quiet']))"
 
 
 def prepare_kernels(on_ready: Optional[Callable[[Optional[float], str], None]] = None) -> str:

@@ -108,6 +108,11 @@ def test_compile_children_import_this_package_whatever_their_working_folder(tmp_
     assert plain.stdout.strip() == str(decoy / "__init__.py")
     ours = subprocess.run(processes.python_command(show), cwd=tmp_path, capture_output=True, text=True, check=True)
     assert ours.stdout.strip() == direction_up_ik.__file__
+    # the background precompile's own code, there (the decoy has no precompile module): it
+    # loads the kernels this session made ready
+    precompile = subprocess.run(processes.python_command(backend._PRECOMPILE_CODE), cwd=tmp_path,
+                                capture_output=True, text=True, timeout=600)
+    assert precompile.returncode == 0, precompile.stderr
 
     started = []
 
