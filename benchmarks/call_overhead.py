@@ -19,7 +19,7 @@ time_budget=0.005)`` call (the compiled search) one by one and times each with
 * ``seeded``: for targets round 0 misses, the rounds of seeds (seed arrays and ``run_search``);
 * ``one target``: the same search through the one-target path (``search._search_one_target``,
   settings validated), and ``its kernel``: its round 0 on the kept arrays alone
-  (``OneCandidate.solve``, the entry point without the dispatcher).
+  (``OneCandidate.solve``, the compiled ``solve_rows`` without the dispatcher).
 
 It prints each stage's median and the whole call's median and p99 (timed as a call, which
 includes what the replay leaves out), and the share of targets round 0 solves. ``--profile``
@@ -118,7 +118,7 @@ def replay(robot, cand) -> dict:
     kernel.q_initial[:] = robot.joint_q
     kernel.state.q[0] = kernel.q_initial
     t0 = ns()
-    kernel.solve(kernel.model, kernel.targets_t, kernel.config_t, kernel.state_t, False, 0)
+    kernel.solve(kernel.model, kernel.targets, kernel.config, kernel.state, kernel.work, False, 0)
     its_kernel = ns() - t0
     seeded = None
     if not state.success[0]:

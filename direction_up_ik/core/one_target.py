@@ -40,18 +40,17 @@ class Layout:
 
     Attributes:
         settings: the solver settings of its searches.
-        kernel: its ``compiled.OneCandidate``.
-        seed_arrays: the compiled search's library and selection arrays
-            (``search.seed_arrays_of``; their query and anchor are replaced per call), and
-            library_size: the states of that library.
+        kernel: its ``compiled.OneCandidate``, which holds the compiled search's library and
+            selection arrays (``search.seed_arrays_of``);
+        library_size: the states of that library.
     """
 
     def __init__(self, problem: IKProblem, module, seed_arrays: dict, library_size: int) -> None:
         robot = problem.robot
         self.settings = problem.settings
         self.module = module
-        self.kernel = module.OneCandidate(problem, one_pose_features)
-        self.seed_arrays, self.library_size = seed_arrays, library_size
+        self.kernel = module.OneCandidate(problem, one_pose_features, seed_arrays)
+        self.library_size = library_size
         self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
         self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))
 

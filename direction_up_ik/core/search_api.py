@@ -153,7 +153,7 @@ def _search_one_target(robot, candidates, device, settings, options) -> Optional
     rounds, more = plan  # with more, a candidate pending after the kernel's rounds comes back status 2
     out = layout.kernel.run(robot.joint_q, target.position_world, target.direction_world, target.up_world,
                             num_seeds=num_seeds, max_rounds=rounds, unlimited=more,
-                            min_successes=min_successes, deadline=deadline, seed_arrays=layout.seed_arrays)
+                            min_successes=min_successes, deadline=deadline)
     if out is None:
         return None  # a numerical failure: the general path raises it
     result, timed_out = out.result, out.status == 1

@@ -304,21 +304,62 @@ def test_kept_layouts_do_not_keep_a_robot_alive():
 
 
 def test_it_compiles_no_other_kernel_signature(panda):
-    """The kept arrays have the types of the general path's: the kernels' entry points of those
-    (no compile of another signature)."""
-    from direction_up_ik.core.compiled.iteration import run_serial
-    from direction_up_ik.core.compiled.search_rounds import run_search
+    """The kept arrays have the types of the general path's: it calls the compiled kernels the
+    entry points call, for their signatures (no compile of another one)."""
+    from direction_up_ik.core.compiled.iteration import run_serial, solve_rows
+    from direction_up_ik.core.compiled.search_rounds import run_search, search_rows
     rng = np.random.default_rng(4)
     panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
     candidates = _targets(panda, rng, 10, 0, "full", True)
     for candidate in candidates:  # the general path first: its signatures exist
         robo_search_ik_direction_up(panda, [candidate, candidate], max_position_error=MPE, max_rounds=2)
-    before = (len(run_serial.signatures), len(run_search.signatures))
+    kernels = (run_serial, run_search, solve_rows, search_rows)
+    before = [len(k.signatures) for k in kernels]
     found = [robo_search_ik_direction_up(panda, [c], max_position_error=MPE, max_rounds=2) for c in candidates]
     assert any(f.rounds > 1 for f in found)  # both kernels ran
-    assert (len(run_serial.signatures), len(run_search.signatures)) == before
+    assert [len(k.signatures) for k in kernels] == before
     for layout in one_target._layouts(panda).values():
-        assert layout.kernel.solve is not run_serial and layout.kernel.rounds is not run_search
+        assert layout.kernel.solve is not solve_rows and layout.kernel.rounds is not search_rows
+
+
+def test_a_layouts_first_seeded_call_types_no_arguments(panda, monkeypatch):
+    """A layout finds its compiled kernels when it is built, outside any call's time budget: its
+    first call that needs rounds of seeds types no arguments (that took milliseconds, a 5 ms
+    budget's worth)."""
+    from direction_up_ik.core.compiled import api
+    rng = np.random.default_rng(6)
+    panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
+    candidates = _targets(panda, rng, 30, 0, "full", True)
+    robo_search_ik_direction_up(panda, [candidates[0]], max_position_error=MPE, num_seeds=0)  # builds the layout
+
+    def typed(*args):
+        raise AssertionError("a call typed its arguments")
+    monkeypatch.setattr(api, "_compiled_wrapper", typed)
+    found = [robo_search_ik_direction_up(panda, [c], max_position_error=MPE, max_rounds=2) for c in candidates]
+    assert any(f.rounds > 1 for f in found)
+
+
+def test_its_kept_scratch_needs_no_initial_values(panda, monkeypatch):
+    """The one-target path reuses its kernels' scratch between calls, where the entry points
+    allocate it zeroed: with every scratch value NaN, True or -1 before each call the answers
+    are still the general path's (a kernel reading scratch it did not write would differ)."""
+    rng = np.random.default_rng(11)
+    panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
+    candidates = _targets(panda, rng, 40, 0, "full", True)
+    seeded = 0
+    for candidate in candidates:
+        for layout in one_target._layouts(panda).values():
+            kernel = layout.kernel
+            scratch = list(kernel.work)
+            for args in kernel._rounds_args.values():  # the rows of seeds share the local axes
+                scratch += [x for part in args[1:] for x in part
+                            if x is not kernel.targets.local_direction and x is not kernel.targets.local_up]
+            for x in scratch:
+                x[...] = np.nan if x.dtype.kind == "f" else (True if x.dtype.kind == "b" else -1)
+        general, fast = _both_paths(panda, [candidate], monkeypatch, max_position_error=MPE, max_rounds=3)
+        _same_search(fast, general)
+        seeded += fast.rounds > 1
+    assert seeded > 5  # the rounds' scratch was reused too
 
 
 def test_rounds_that_use_up_the_library_go_on_with_random_draws(monkeypatch):

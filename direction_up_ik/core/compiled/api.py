@@ -28,11 +28,11 @@ from ..settings import (FD_EPSILON, MIN_STEP_NORM, RESIDUAL_DAMPING_FLOOR, STALL
                         SolverSettings)
 from ..targets import DirectionUpTarget
 from . import collision as collision_kernels
-from .iteration import run_serial
+from .iteration import alloc_work, run_serial, solve_rows
 from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
                      Leaves, Model, Search, State, Targets)
 from .numba_support import CLOCK, NATIVE_KERNELS, KernelCache
-from .search_rounds import run_search
+from .search_rounds import run_search, search_rows, search_scratch
 from .seed_scan import nearest_ranks, nearest_ranks_into
 from .threads import chunks as slice_count, executor, worker_threads
 
@@ -297,13 +297,15 @@ _ONE_START = np.ones(1, dtype=np.int64)
 
 class OneCandidate:
     """The compiled search's arguments for one candidate of one target slot, kept between
-    calls: the model, config, target, state and search arrays are allocated once, and a call
-    writes the start state and the target into them (:meth:`run`). A call runs the same
+    calls: the model, config, target, state, scratch and search arrays are allocated once, and
+    a call writes the start state and the target into them (:meth:`run`). A call runs the same
     kernels on the same values as :func:`search` of that one candidate, so the answers are the
-    same; it saves the packing and allocation per call, and calls the kernels' compiled entry
-    points for these argument types directly (numba's dispatcher would find the same ones by
-    typing every array on each call). ``core.one_target`` keeps one per thread and layout
-    (docs/performance.md, "One target").
+    same; it saves the packing and allocation per call, and calls the kernels the entry points
+    call (``iteration.solve_rows``, ``search_rounds.search_rows``, compiled without numba's
+    runtime) through their compiled wrappers for these argument types directly: numba's
+    dispatcher would find the same ones by typing every array on each call, and the entry points
+    allocate their scratch and take their arrays into numba's runtime on every call.
+    ``core.one_target`` keeps one per thread and layout (docs/performance.md, "One target").
 
     Args:
         problem: one candidate of one target slot, built with the search's settings; its
@@ -311,42 +313,55 @@ class OneCandidate:
             joints and bounds are those of every later call (its targets and start are not).
         features: ``seeds.one_pose_features``, the seed library's query features (a list) of
             one candidate's targets.
+        seed_arrays: the library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
+            ``center_bounded``, as :func:`search` asks for; each call puts its own query
+            features and anchor in copies of ``query`` and ``anchor``).
     """
 
-    def __init__(self, problem: IKProblem, features) -> None:
+    def __init__(self, problem: IKProblem, features, seed_arrays: dict) -> None:
         d, e = len(problem.q_initial), problem.num_targets
         empty, i8 = np.empty, np.int64
-        self.model = tuple(model_arrays(problem))
+        self.model = model_arrays(problem)
         # Writable copies: a call writes its target into the first three; the constraint
         # pattern and the free parts' placeholders stay as the problem's.
         self.targets = target_arrays(problem)
-        self.targets_t = tuple(self.targets)
-        config = _build_config(problem)
-        self.q_initial = config.q_initial  # (D,) float64, written by each call
-        self.config_t = tuple(config)
+        self.config = _build_config(problem)
+        self.q_initial = self.config.q_initial  # (D,) float64, written by each call
         zeros = np.zeros(1, dtype=i8)
         self.state = State(q=empty((1, d)), r=empty((1, 9 * e)), ssr=empty(1), err=empty((1, 3, e)),
                            iterations=empty(1, np.int32), reason=empty(1, i8), fail_key=empty(1, i8),
                            done=empty(1, np.bool_), success=empty(1, np.int32), cost=empty(1), group=zeros,
                            quota=zeros)
-        self.state_t = tuple(self.state)
+        # Round 0's scratch (one block of one row), reused: the kernels write every scratch
+        # value before reading it (a test runs them on scratch full of NaN).
+        self.work = alloc_work(1, len(self.model.parent), e, len(self.config.active), d, self.config.stall_window)
         self.active_dof_ids = tuple(problem.active.tolist())
         self.pattern = (tuple(problem.has_direction[0].tolist()), tuple(problem.has_up[0].tolist()))  # (E,) bools each
         self.features = features
-        self.spec: Optional[Search] = None  # the rounds' arrays, on the first seeded call
-        self.solve = _entry_point(run_serial, self.model, self.targets_t, self.config_t, self.state_t, False, 0)
-        self.rounds = None  # run_search's entry point, with the spec
-        self._spec_fields: dict = {}  # {(num_seeds, max_rounds, unlimited, min_successes): tuple(spec)}
+        arrays = seed_arrays
+        self.spec = Search(
+            round0_done=True, num_seeds=0, max_rounds=0, unlimited=False, min_successes=0, limit_center=False,
+            leaves=Leaves(*arrays["leaves"]), query=arrays["query"].copy(), lib_q=arrays["lib_q"],
+            periodic=arrays["periodic"], periodic_lo=arrays["periodic_lo"], periodic_hi=arrays["periodic_hi"],
+            anchor=arrays["anchor"].copy(), center_mid=arrays["center_mid"], center_half=arrays["center_half"],
+            center_bounded=arrays["center_bounded"], starts=np.empty(1, np.int64), successes=np.empty(1, np.int64),
+            best_score=np.empty(1), outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64),
+            closest=np.empty(1))
+        self._rounds_args: dict = {}  # {(num_seeds, max_rounds, unlimited, min_successes, has_deadline): args}
+        # The compiled kernels now, so that no call types its arguments inside its time budget.
+        self.solve = _compiled_wrapper(solve_rows, self.model, self.targets, self.config, self.state, self.work,
+                                       False, 0)
+        args = self._rounds_arguments((1, 1, False, 1, False))
+        self.rounds = _compiled_wrapper(search_rows, self.model, self.targets, self.config, self.state, args[4],
+                                        False, 0, *args[:4])
 
     def run(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
             up: Optional[np.ndarray], *, num_seeds: int, max_rounds: int, unlimited: bool,
-            min_successes: int, seed_arrays, deadline: Optional[float]) -> Optional[SearchOutcome]:
+            min_successes: int, deadline: Optional[float]) -> Optional[SearchOutcome]:
         """:func:`search` of this layout's candidate at target ``position`` (3,) m with the
         unit axes ``direction`` and ``up`` (3,) (None where the pattern leaves them free) from
         joint state ``q_start`` (D,) (values of float32), least-motion selection; the other
-        arguments and the return as :func:`search` (``seed_arrays`` is its dict of arrays, read
-        on the first seeded call; each call puts its own query features and anchor in). Every
-        returned array is the caller's own."""
+        arguments and the return as :func:`search`. Every returned array is the caller's own."""
         targets, state = self.targets, self.state
         q = self.q_initial
         q[:] = q_start
@@ -357,41 +372,40 @@ class OneCandidate:
         if up is not None:
             targets.up[0, 0] = up
         has_deadline, deadline_ns = _deadline_ns(deadline)
-        if self.solve(self.model, self.targets_t, self.config_t, self.state_t, has_deadline, deadline_ns):
+        if self.solve(self.model, targets, self.config, state, self.work, has_deadline, deadline_ns):
             return None
         if num_seeds == 0 or max_rounds == 0 or state.success[0] >= min_successes:
             return SearchOutcome(self._result(), _ONE_START.copy(), state.success.astype(np.int64), None, 1, 0,
                                  state.iterations.astype(np.int64), None)
-        spec = self.spec
-        if spec is None:
-            arrays = seed_arrays
-            spec = self.spec = Search(
-                round0_done=True, num_seeds=0, max_rounds=0, unlimited=False, min_successes=0,
-                limit_center=False, leaves=tuple(arrays["leaves"]), query=arrays["query"].copy(),
-                lib_q=arrays["lib_q"], periodic=arrays["periodic"], periodic_lo=arrays["periodic_lo"],
-                periodic_hi=arrays["periodic_hi"], anchor=arrays["anchor"].copy(), center_mid=arrays["center_mid"],
-                center_half=arrays["center_half"], center_bounded=arrays["center_bounded"],
-                starts=np.empty(1, np.int64), successes=np.empty(1, np.int64), best_score=np.empty(1),
-                outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64), closest=np.empty(1))
-            self.rounds = _entry_point(run_search, self.model, self.targets_t, self.config_t, self.state_t,
-                                       False, 0, tuple(spec))
+        options = (num_seeds, max_rounds, unlimited, min_successes, has_deadline)
+        args = self._rounds_args.get(options)
+        if args is None:  # the same arrays every call: kept per options
+            args = self._rounds_arguments(options)
+        spec = args[0]
         spec.anchor[:] = q  # least motion: the seeds turn towards the start
         spec.query[0] = self.features(targets.position[0], targets.direction[0], targets.up[0], *self.pattern)
         spec.outcome[:] = 0
-        options = (num_seeds, max_rounds, unlimited, min_successes)
-        fields = self._spec_fields.get(options)
-        if fields is None:  # the same arrays every call: their tuple is kept per options
-            if len(self._spec_fields) >= 8:
-                self._spec_fields.clear()
-            fields = self._spec_fields[options] = tuple(spec._replace(
-                num_seeds=int(num_seeds), max_rounds=int(max_rounds), unlimited=bool(unlimited),
-                min_successes=int(min_successes)))
-        if self.rounds(self.model, self.targets_t, self.config_t, self.state_t, has_deadline, deadline_ns, fields):
+        if self.rounds(self.model, targets, self.config, state, args[4], has_deadline, deadline_ns, *args[:4]):
             return None
         score = spec.best_score.copy()
         return SearchOutcome(self._result(), spec.starts.copy(), spec.successes.copy(), score,
                              int(spec.outcome[0]), int(spec.outcome[1]), spec.iterations.copy(),
                              spec.closest.copy())
+
+    def _rounds_arguments(self, options: tuple) -> tuple:
+        """(the :data:`~.layout.Search`, the rows of a round of seeds, their targets, the seed
+        ranking's scratch, the scratch of the blocks) of a search with these ``options``, kept
+        in ``_rounds_args``."""
+        num_seeds, max_rounds, unlimited, min_successes, has_deadline = options
+        spec = self.spec._replace(num_seeds=int(num_seeds), max_rounds=int(max_rounds), unlimited=bool(unlimited),
+                                  min_successes=int(min_successes))
+        seeds, seed_targets, scan, work = search_scratch(1, spec.num_seeds, spec.max_rounds, has_deadline,
+                                                         self.model, self.targets, self.config, self.state,
+                                                         spec.leaves)
+        if len(self._rounds_args) >= 8:
+            self._rounds_args.clear()
+        args = self._rounds_args[options] = (spec, seeds, seed_targets, scan, work)
+        return args
 
     def _result(self) -> IKBatchResult:
         """:func:`_assemble_result` of the state, as copies (the buffers serve the next call);
@@ -406,12 +420,14 @@ class OneCandidate:
             active_dof_ids=self.active_dof_ids, device="cpu", backend="numba")
 
 
-def _entry_point(kernel, *args):
-    """The compiled function the numba dispatcher ``kernel`` runs for arguments of the types of
-    ``args``, to be called with arguments of exactly these types; the dispatcher itself when it
-    holds none for them yet (it then compiles one on the call)."""
+def _compiled_wrapper(kernel, *args):
+    """The compiled function of the numba dispatcher ``kernel`` for arguments of the types of
+    ``args`` (named tuples of arrays for its named tuples), to be called with arguments of
+    exactly these types. Loaded entry points have loaded it (``numba_support.native_call``);
+    otherwise it is compiled (or loaded from the disk cache) now."""
     types = tuple(kernel.typeof_pyval(a) for a in args)
-    return kernel.get_overload(types) if types in kernel.overloads else kernel
+    kernel.compile(types)
+    return kernel.get_overload(types)
 
 
 def _group_start(group: np.ndarray, i: int) -> int:

@@ -185,11 +185,38 @@ def search_rows(model, targets, config, state, work, has_deadline, deadline_ns, 
 call_search_rows = native_call(search_rows)
 
 
+@jitable
+def search_scratch(b, k, max_rounds, has_deadline, model, targets, config, state, leaves):
+    """The scratch of a search of ``b`` candidates with ``k`` seeds per round and at most
+    ``max_rounds`` rounds (:func:`search_rows`): the rows of a round of seeds (a
+    :data:`~.layout.State` and :data:`~.layout.Targets` of b * k rows, their local axes
+    ``targets``'), the seed ranking's :data:`~.layout.Scan` and the :data:`~.layout.Work` of
+    the largest block (blocks of round 0 hold ``BLOCK_ROWS`` rows, blocks of seeds up to a
+    relay more; with a deadline a round is one block). None of it needs initial values. Also
+    plain Python: ``api.OneCandidate`` allocates it once with numpy."""
+    d, e = state.q.shape[1], state.err.shape[2]
+    if has_deadline:
+        rows = max(1, b, b * k)
+    else:
+        rows = max(1, min(b, BLOCK_ROWS), min(b * k, BLOCK_ROWS + k - 1))
+    seeds = State(np.empty((b * k, d)), np.empty((b * k, 9 * e)), np.empty(b * k), np.empty((b * k, 3, e)),
+                  np.empty(b * k, dtype=np.int32), np.empty(b * k, dtype=np.int64),
+                  np.empty(b * k, dtype=np.int64), np.empty(b * k, dtype=np.bool_),
+                  np.empty(b * k, dtype=np.int32), np.empty(b * k), np.empty(b * k, dtype=np.int64),
+                  np.empty(b * k, dtype=np.int64))
+    seed_targets = Targets(np.empty((b * k, e, 3)), np.empty((b * k, e, 3)), np.empty((b * k, e, 3)),
+                           np.empty((b * k, e), dtype=np.bool_), np.empty((b * k, e), dtype=np.bool_),
+                           targets.local_direction, targets.local_up)
+    ranks = max_rounds * k
+    scan = Scan(np.empty(leaves.lo_t.shape[1]), np.empty(ranks), np.empty(ranks, dtype=np.int64))
+    work = alloc_work(rows, model.parent.shape[0], e, config.active.shape[0], d, config.stall_window)
+    return seeds, seed_targets, scan, work
+
+
 @njit_cached(nogil=True)
 def run_search(model_fields, target_fields, config_fields, state_fields, has_deadline, deadline_ns, search_fields):
-    """The compiled entry point of a search (:func:`search_rows`): allocates the scratch of
-    the largest block, the rows of its rounds of seeds and the seed ranking's scratch.
-    Arguments as for ``iteration.run_serial`` (``has_deadline`` and ``deadline_ns`` come from
+    """The compiled entry point of a search (:func:`search_rows`): allocates its scratch
+    (:func:`search_scratch`). Arguments as for ``iteration.run_serial`` (``has_deadline`` and ``deadline_ns`` come from
     Python even without a deadline, so that ``solve_rows`` is compiled for one signature, not
     a second one for the literal constants ``False, 0``); ``search_fields``: a :data:`Search`
     as a plain tuple (its ``leaves`` one too).
@@ -197,23 +224,8 @@ def run_search(model_fields, target_fields, config_fields, state_fields, has_dea
     model, targets = Model(*model_fields), Targets(*target_fields)
     config, state = Config(*config_fields), State(*state_fields)
     search = Search(*(search_fields[:6] + (Leaves(*search_fields[6]),) + search_fields[7:]))
-    b, d, e, k = state.q.shape[0], state.q.shape[1], state.err.shape[2], search.num_seeds
-    # Blocks of round 0 hold BLOCK_ROWS rows, blocks of seeds up to a relay more; with a
-    # deadline a round is one block.
-    if has_deadline:
-        rows = max(1, b, b * k)
-    else:
-        rows = max(1, min(b, BLOCK_ROWS), min(b * k, BLOCK_ROWS + k - 1))
-    seeds = State(np.empty((b * k, d)), np.empty((b * k, 9 * e)), np.empty(b * k), np.empty((b * k, 3, e)),
-                   np.empty(b * k, dtype=np.int32), np.empty(b * k, dtype=np.int64),
-                   np.empty(b * k, dtype=np.int64), np.empty(b * k, dtype=np.bool_),
-                   np.empty(b * k, dtype=np.int32), np.empty(b * k), np.empty(b * k, dtype=np.int64),
-                   np.empty(b * k, dtype=np.int64))
-    seed_targets = Targets(np.empty((b * k, e, 3)), np.empty((b * k, e, 3)), np.empty((b * k, e, 3)),
-                            np.empty((b * k, e), dtype=np.bool_), np.empty((b * k, e), dtype=np.bool_),
-                            targets.local_direction, targets.local_up)
-    ranks = search.max_rounds * k
-    scan = Scan(np.empty(search.leaves.lo_t.shape[1]), np.empty(ranks), np.empty(ranks, dtype=np.int64))
-    work = alloc_work(rows, model.parent.shape[0], e, config.active.shape[0], d, config.stall_window)
+    b, k = state.q.shape[0], search.num_seeds
+    seeds, seed_targets, scan, work = search_scratch(b, k, search.max_rounds, has_deadline, model, targets, config,
+                                                     state, search.leaves)
     return call_search_rows((model, targets, config, state, work, has_deadline, deadline_ns, search, seeds,
                              seed_targets, scan))
