@@ -24,7 +24,7 @@ import numpy as np
 from .backend import KERNELS_READY, auto_uses, compiled_backend, kernel_state
 from .kinematics import RobotKinematics
 from .problem import IKProblem, build_problem
-from .seeds import library_for, one_pose_features
+from .seeds import AXIS_SCALE, FEATURE_REACH, library_for
 from .settings import SolverSettings
 from .targets import _DEFAULT_LOCAL_PAIR, _TCP_LOCAL_PAIR, DirectionUpTarget
 
@@ -49,7 +49,7 @@ class Layout:
         robot = problem.robot
         self.settings = problem.settings
         self.module = module
-        self.kernel = module.OneCandidate(problem, one_pose_features, seed_arrays)
+        self.kernel = module.OneCandidate(problem, (FEATURE_REACH, AXIS_SCALE), seed_arrays)
         self.library_size = library_size
         self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
         self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))

@@ -138,29 +138,6 @@ def pose_features(position: np.ndarray, direction: np.ndarray, up: np.ndarray,
     return np.concatenate(parts, axis=1)
 
 
-def one_pose_features(position: np.ndarray, direction: np.ndarray, up: np.ndarray,
-                      has_direction, has_up) -> list:
-    """:func:`pose_features` of one candidate, as a list of F floats with the same values
-    (clipping and scaling are exact in Python floats too), for the one-target search, where
-    numpy's per-call overhead on a few numbers dominates (docs/performance.md).
-
-    Args:
-        position, direction, up: (E, 3) one candidate's targets; has_direction, has_up: (E,) bool.
-    """
-    out = []
-    high, low, scale = FEATURE_REACH, -FEATURE_REACH, AXIS_SCALE
-    directions, ups = direction.tolist(), up.tolist()
-    for e, (x, y, z) in enumerate(position.tolist()):
-        out += (min(max(x, low), high), min(max(y, low), high), min(max(z, low), high))
-        if has_direction[e]:
-            x, y, z = directions[e]
-            out += (scale * x, scale * y, scale * z)
-        if has_up[e]:
-            x, y, z = ups[e]
-            out += (scale * x, scale * y, scale * z)
-    return out
-
-
 #: Points per leaf of :func:`leaf_layout` (at most): 64 leaves for a 4096-state library.
 LEAF_POINTS = 64
 

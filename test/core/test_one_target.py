@@ -307,19 +307,19 @@ def test_it_compiles_no_other_kernel_signature(panda):
     """The kept arrays have the types of the general path's: it calls the compiled kernels the
     entry points call, for their signatures (no compile of another one)."""
     from direction_up_ik.core.compiled.iteration import run_serial, solve_rows
-    from direction_up_ik.core.compiled.search_rounds import run_search, search_rows
+    from direction_up_ik.core.compiled.search_rounds import run_search, rounds_of_one, search_rows
     rng = np.random.default_rng(4)
     panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
     candidates = _targets(panda, rng, 10, 0, "full", True)
     for candidate in candidates:  # the general path first: its signatures exist
         robo_search_ik_direction_up(panda, [candidate, candidate], max_position_error=MPE, max_rounds=2)
-    kernels = (run_serial, run_search, solve_rows, search_rows)
+    kernels = (run_serial, run_search, solve_rows, search_rows, rounds_of_one)
     before = [len(k.signatures) for k in kernels]
     found = [robo_search_ik_direction_up(panda, [c], max_position_error=MPE, max_rounds=2) for c in candidates]
     assert any(f.rounds > 1 for f in found)  # both kernels ran
     assert [len(k.signatures) for k in kernels] == before
     for layout in one_target._layouts(panda).values():
-        assert layout.kernel.solve is not solve_rows and layout.kernel.rounds is not search_rows
+        assert layout.kernel.solve is not solve_rows and layout.kernel.rounds is not rounds_of_one
 
 
 def test_a_layouts_first_seeded_call_types_no_arguments(panda, monkeypatch):
@@ -340,8 +340,8 @@ def test_a_layouts_first_seeded_call_types_no_arguments(panda, monkeypatch):
 
 
 def test_its_kept_scratch_needs_no_initial_values(panda, monkeypatch):
-    """The one-target path reuses its kernels' scratch between calls, where the entry points
-    allocate it zeroed: with every scratch value NaN, True or -1 before each call the answers
+    """The one-target path reuses its kernel's scratch between calls, where the entry points
+    allocate it (the blocks' zeroed): with every scratch value NaN, True or -1 before each call the answers
     are still the general path's (a kernel reading scratch it did not write would differ)."""
     rng = np.random.default_rng(11)
     panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
@@ -352,7 +352,7 @@ def test_its_kept_scratch_needs_no_initial_values(panda, monkeypatch):
             kernel = layout.kernel
             scratch = list(kernel.work)
             for args in kernel._rounds_args.values():  # the rows of seeds share the local axes
-                scratch += [x for part in args[1:] for x in part
+                scratch += [x for part in (args[4],) + args[7:] for x in part
                             if x is not kernel.targets.local_direction and x is not kernel.targets.local_up]
             for x in scratch:
                 x[...] = np.nan if x.dtype.kind == "f" else (True if x.dtype.kind == "b" else -1)

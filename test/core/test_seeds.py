@@ -411,10 +411,13 @@ def test_after_warm_up_no_search_builds_a_seed_index_for_a_named_convention(requ
         robo_search_ik_direction_up(robot, explicit, max_position_error=0.03, num_seeds=4, max_rounds=1)
 
 
-def test_one_candidates_features_are_those_of_pose_features_bit_for_bit():
-    """The one-target search's features (a list of Python floats) equal ``pose_features`` of
-    that candidate in every value, for every constraint pattern of two slots, with positions
-    beyond the clipping reach, negative zeros and tiny and huge axis components."""
+def test_the_kernels_target_features_are_those_of_pose_features_bit_for_bit():
+    """The one-target search's query features (``compiled.search_rounds.target_features``, run
+    here as the plain Python it also is) equal ``pose_features`` of that candidate in every value,
+    for every constraint pattern of two slots, with positions beyond the clipping reach,
+    negative zeros and tiny and huge axis components."""
+    from direction_up_ik.core.compiled.layout import Targets
+    from direction_up_ik.core.compiled.search_rounds import target_features
     rng = np.random.default_rng(7)
     patterns = [(d, u) for d in (True, False) for u in (True, False) if d or not u]
     for pattern_0 in patterns:
@@ -426,8 +429,9 @@ def test_one_candidates_features_are_those_of_pose_features_bit_for_bit():
                 position[0, 0, 1] = -0.0
                 direction, up = rng.normal(size=(1, 2, 3)) * scale, rng.normal(size=(1, 2, 3))
                 expected = seeds.pose_features(position, direction, up, has_direction, has_up)[0]
-                got = seeds.one_pose_features(position[0], direction[0], up[0], tuple(has_direction.tolist()),
-                                              tuple(has_up.tolist()))
-                assert len(got) == expected.size
-                np.testing.assert_array_equal(np.array(got), expected)
-                assert np.array_equal(np.signbit(np.array(got)), np.signbit(expected))
+                targets = Targets(position, direction, up, has_direction[None], has_up[None], None, None)
+                got = np.full(expected.size + 1, np.nan)  # one more: nothing is written past F
+                target_features(targets, 0, seeds.FEATURE_REACH, seeds.AXIS_SCALE, got)
+                np.testing.assert_array_equal(got[:-1], expected)
+                assert np.array_equal(np.signbit(got[:-1]), np.signbit(expected))
+                assert np.isnan(got[-1])

@@ -32,7 +32,7 @@ from .iteration import alloc_work, run_serial, solve_rows
 from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
                      Leaves, Model, Search, State, Targets)
 from .numba_support import CLOCK, NATIVE_KERNELS, KernelCache
-from .search_rounds import run_search, search_rows, search_scratch
+from .search_rounds import rounds_of_one, run_search, search_scratch
 from .seed_scan import nearest_ranks, nearest_ranks_into
 from .threads import chunks as slice_count, executor, worker_threads
 
@@ -291,6 +291,12 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
                          spec.iterations, spec.closest)
 
 
+def feature_count(problem: IKProblem) -> int:
+    """F, the seed library's query features of one of the problem's candidates (its first):
+    3 per slot and 3 per constrained axis (``seeds.pose_features``)."""
+    return 3 * (problem.num_targets + int(problem.has_direction[0].sum()) + int(problem.has_up[0].sum()))
+
+
 #: (1,) int64 one start: round 0's count (copied per call).
 _ONE_START = np.ones(1, dtype=np.int64)
 
@@ -300,25 +306,25 @@ class OneCandidate:
     calls: the model, config, target, state, scratch and search arrays are allocated once, and
     a call writes the start state and the target into them (:meth:`run`). A call runs the same
     kernels on the same values as :func:`search` of that one candidate, so the answers are the
-    same; it saves the packing and allocation per call, and calls the kernels the entry points
-    call (``iteration.solve_rows``, ``search_rounds.search_rows``, compiled without numba's
-    runtime) through their compiled wrappers for these argument types directly: numba's
-    dispatcher would find the same ones by typing every array on each call, and the entry points
-    allocate their scratch and take their arrays into numba's runtime on every call.
-    ``core.one_target`` keeps one per thread and layout (docs/performance.md, "One target").
+    same: round 0 (``iteration.solve_rows``), then, where that does not settle it, the query
+    features and the rounds of seeds (``search_rounds.rounds_of_one``), each through its
+    compiled wrapper for these argument types. Numba's dispatcher would find the same ones by
+    typing every array on each call, and the entry points of :func:`search` allocate their
+    scratch and take their arrays into numba's runtime on every call. ``core.one_target`` keeps one per thread and
+    layout (docs/performance.md, "One target").
 
     Args:
         problem: one candidate of one target slot, built with the search's settings; its
             slot layout (end effector, local axes, constraint pattern), settings, active
             joints and bounds are those of every later call (its targets and start are not).
-        features: ``seeds.one_pose_features``, the seed library's query features (a list) of
-            one candidate's targets.
+        features: (reach, axis scale) of the seed library's query features
+            (``seeds.FEATURE_REACH``, ``seeds.AXIS_SCALE``).
         seed_arrays: the library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
-            ``center_bounded``, as :func:`search` asks for; each call puts its own query
-            features and anchor in copies of ``query`` and ``anchor``).
+            ``center_bounded``, as :func:`search` asks for; each call writes its own query
+            features and anchor into copies of ``query`` and ``anchor``).
     """
 
-    def __init__(self, problem: IKProblem, features, seed_arrays: dict) -> None:
+    def __init__(self, problem: IKProblem, features: tuple, seed_arrays: dict) -> None:
         d, e = len(problem.q_initial), problem.num_targets
         empty, i8 = np.empty, np.int64
         self.model = model_arrays(problem)
@@ -332,13 +338,12 @@ class OneCandidate:
                            iterations=empty(1, np.int32), reason=empty(1, i8), fail_key=empty(1, i8),
                            done=empty(1, np.bool_), success=empty(1, np.int32), cost=empty(1), group=zeros,
                            quota=zeros)
-        # Round 0's scratch (one block of one row), reused: the kernels write every scratch
-        # value before reading it (a test runs them on scratch full of NaN).
-        self.work = alloc_work(1, len(self.model.parent), e, len(self.config.active), d, self.config.stall_window)
         self.active_dof_ids = tuple(problem.active.tolist())
-        self.pattern = (tuple(problem.has_direction[0].tolist()), tuple(problem.has_up[0].tolist()))  # (E,) bools each
-        self.features = features
+        self.features = tuple(float(x) for x in features)
         arrays = seed_arrays
+        if arrays["query"].shape[1] != feature_count(problem):  # the kernel writes that many
+            raise ValueError(f"seed query features: {arrays['query'].shape[1]} columns, the targets have "
+                             f"{feature_count(problem)}")
         self.spec = Search(
             round0_done=True, num_seeds=0, max_rounds=0, unlimited=False, min_successes=0, limit_center=False,
             leaves=Leaves(*arrays["leaves"]), query=arrays["query"].copy(), lib_q=arrays["lib_q"],
@@ -348,12 +353,14 @@ class OneCandidate:
             best_score=np.empty(1), outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64),
             closest=np.empty(1))
         self._rounds_args: dict = {}  # {(num_seeds, max_rounds, unlimited, min_successes, has_deadline): args}
+        # Round 0's scratch (one block of one row), reused: the kernels write every scratch
+        # value before reading it (a test runs them on scratch full of NaN).
+        self.work = alloc_work(1, len(self.model.parent), e, len(self.config.active), d, self.config.stall_window)
         # The compiled kernels now, so that no call types its arguments inside its time budget.
         self.solve = _compiled_wrapper(solve_rows, self.model, self.targets, self.config, self.state, self.work,
                                        False, 0)
         args = self._rounds_arguments((1, 1, False, 1, False))
-        self.rounds = _compiled_wrapper(search_rows, self.model, self.targets, self.config, self.state, args[4],
-                                        False, 0, *args[:4])
+        self.rounds = _compiled_wrapper(rounds_of_one, *args[:6], 0, *args[6:], 0.0, 0.0)
 
     def run(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
             up: Optional[np.ndarray], *, num_seeds: int, max_rounds: int, unlimited: bool,
@@ -381,21 +388,18 @@ class OneCandidate:
         args = self._rounds_args.get(options)
         if args is None:  # the same arrays every call: kept per options
             args = self._rounds_arguments(options)
-        spec = args[0]
-        spec.anchor[:] = q  # least motion: the seeds turn towards the start
-        spec.query[0] = self.features(targets.position[0], targets.direction[0], targets.up[0], *self.pattern)
-        spec.outcome[:] = 0
-        if self.rounds(self.model, targets, self.config, state, args[4], has_deadline, deadline_ns, *args[:4]):
+        if self.rounds(*args[:6], deadline_ns, *args[6:], *self.features):
             return None
-        score = spec.best_score.copy()
-        return SearchOutcome(self._result(), spec.starts.copy(), spec.successes.copy(), score,
+        spec = args[6]
+        return SearchOutcome(self._result(), spec.starts.copy(), spec.successes.copy(), spec.best_score.copy(),
                              int(spec.outcome[0]), int(spec.outcome[1]), spec.iterations.copy(),
                              spec.closest.copy())
 
     def _rounds_arguments(self, options: tuple) -> tuple:
-        """(the :data:`~.layout.Search`, the rows of a round of seeds, their targets, the seed
-        ranking's scratch, the scratch of the blocks) of a search with these ``options``, kept
-        in ``_rounds_args``."""
+        """``rounds_of_one``'s arguments before and after the deadline's instant (the model,
+        targets, config, state, scratch of the blocks, whether there is a deadline; the
+        :data:`~.layout.Search`, the rows of a round of seeds, their targets, the seed ranking's
+        scratch) of a search with these ``options``, kept in ``_rounds_args``."""
         num_seeds, max_rounds, unlimited, min_successes, has_deadline = options
         spec = self.spec._replace(num_seeds=int(num_seeds), max_rounds=int(max_rounds), unlimited=bool(unlimited),
                                   min_successes=int(min_successes))
@@ -404,7 +408,8 @@ class OneCandidate:
                                                          spec.leaves)
         if len(self._rounds_args) >= 8:
             self._rounds_args.clear()
-        args = self._rounds_args[options] = (spec, seeds, seed_targets, scan, work)
+        args = self._rounds_args[options] = (self.model, self.targets, self.config, self.state, work, has_deadline,
+                                           spec, seeds, seed_targets, scan)
         return args
 
     def _result(self) -> IKBatchResult:
@@ -494,7 +499,7 @@ def search_loaded() -> bool:
 
 
 #: The entry points Python calls; compiling or loading them makes the kernels ready.
-_ENTRY_POINTS = (run_serial, run_search, nearest_ranks_into)
+_ENTRY_POINTS = (run_serial, run_search, rounds_of_one, nearest_ranks_into)
 
 
 def kernels_loaded() -> bool:
@@ -522,19 +527,23 @@ def cache_folder() -> Optional[str]:
 
 def _warm_up_search(problem: IKProblem) -> None:
     """Searches of ``problem`` with a two-state library and arrays of the types the search
-    module passes (``core.search``), to compile ``search_rounds.run_search``."""
-    d, a = len(problem.q_initial), problem.active
+    module passes (``core.search``), to compile ``search_rounds.run_search``, and of its first
+    candidate as the one-target path runs it (:class:`OneCandidate`, ``search_rounds.rounds_of_one``)."""
+    d, a, f = len(problem.q_initial), problem.active, feature_count(problem)
     lib_q = np.tile(problem.q_initial, (2, 1))
     lib_q.setflags(write=False)
-    leaves = Leaves(points_t=np.zeros((3, 2)), index=np.arange(2, dtype=np.int64),
-                    start=np.array([0, 2], dtype=np.int64), lo_t=np.zeros((3, 1)), hi_t=np.zeros((3, 1)))
-    arrays = dict(leaves=leaves, query=np.zeros((problem.num_candidates, 3)), lib_q=lib_q,
+    leaves = Leaves(points_t=np.zeros((f, 2)), index=np.arange(2, dtype=np.int64),
+                    start=np.array([0, 2], dtype=np.int64), lo_t=np.zeros((f, 1)), hi_t=np.zeros((f, 1)))
+    arrays = dict(leaves=leaves, query=np.zeros((problem.num_candidates, f)), lib_q=lib_q,
                   periodic=np.array([a[0]], dtype=np.int64), periodic_lo=np.array([-3.0]),
                   periodic_hi=np.array([3.0]), anchor=np.zeros(d), center_mid=np.zeros(len(a)),
                   center_half=np.ones(len(a)), center_bounded=np.ones(len(a), dtype=np.bool_))
     for deadline in (None, time.perf_counter() + 60.0):
         search(problem, num_seeds=1, max_rounds=2, unlimited=False, min_successes=2, limit_center=True,
                seed_arrays=lambda: arrays, deadline=deadline)
+    one = OneCandidate(problem.select([0]), (1e6, 0.3), arrays)
+    one.run(problem.q_initial, problem.target_position[0, 0], None, None, num_seeds=1, max_rounds=2,
+            unlimited=False, min_successes=2, deadline=None)
 
 
 _WARM_UP_URDF = """<robot name='warm_up'><link name='base'/><link name='l1'/><link name='l2'/>
