@@ -42,7 +42,9 @@ class Layout:
         settings: the solver settings of its searches.
         kernel: its ``compiled.OneCandidate``, which holds the compiled search's library and
             selection arrays (``search.seed_arrays_of``);
-        library_size: the states of that library.
+        library_size: the states of that library;
+        plans: ``search.kernel_rounds``' plans of its searches' options, None where the
+            compiled rounds do not serve them (kept by ``search_api._search_one_target``).
     """
 
     def __init__(self, problem: IKProblem, module, seed_arrays: dict, library_size: int) -> None:
@@ -53,6 +55,8 @@ class Layout:
         self.library_size = library_size
         self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
         self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))
+        self._held = b""  # the bytes of the last state :meth:`holds` accepted
+        self.plans: dict = {}  # {(num_seeds, max_rounds, timed): search.kernel_rounds' plan}
 
     def current(self, robot: RobotKinematics) -> bool:
         """True while the robot's limits and root transform are the objects the layout was
@@ -76,24 +80,35 @@ class Layout:
 
     def holds(self, q: np.ndarray) -> bool:
         """True when the joint state ``q`` (D,) is finite and inside the bounds (a NaN fails
-        the comparisons, an infinity the sum, which float32 values cannot overflow)."""
+        the comparisons, an infinity the sum, which float32 values cannot overflow). The last
+        state accepted is remembered by its bytes (a robot's state often stays between calls)."""
+        raw = q.tobytes()
+        if raw == self._held:
+            return True
         values = q.tolist()
         if not math.isfinite(sum(values)):
             return False
         for value, (lo, hi) in zip(values, self._bounds):
             if not lo <= value <= hi:
                 return False
+        self._held = raw
         return True
 
 
 def _layouts(robot: RobotKinematics) -> dict:
-    """This thread's layouts of ``robot``: {key: Layout}."""
+    """This thread's layouts of ``robot``: {key: Layout}. The last robot asked for is kept
+    beside the weak mapping as (weak reference, its layouts), a quicker look-up (its layouts
+    outlive it until another robot is asked for)."""
+    last = getattr(_thread_local, "last", None)
+    if last is not None and last[0]() is robot:
+        return last[1]
     per_robot = getattr(_thread_local, "layouts", None)
     if per_robot is None:
         per_robot = _thread_local.layouts = weakref.WeakKeyDictionary()
     layouts = per_robot.get(robot)
     if layouts is None:
         layouts = per_robot[robot] = {}
+    _thread_local.last = (weakref.ref(robot), layouts)
     return layouts
 
 

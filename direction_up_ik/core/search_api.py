@@ -147,8 +147,16 @@ def _search_one_target(robot, candidates, device, settings, options) -> Optional
     start = time.perf_counter()
     num_seeds, max_rounds, min_successes = options.num_seeds, options.max_rounds, options.min_successes
     deadline = None if options.time_budget is None else start + options.time_budget
-    plan = engine.kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE, deadline is not None)
-    if plan is None or plan[0] * num_seeds > layout.library_size:
+    key = (num_seeds, max_rounds, deadline is not None, LIBRARY_SIZE)
+    plan = layout.plans.get(key, False)
+    if plan is False:
+        plan = engine.kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE, deadline is not None)
+        if plan is not None and plan[0] * num_seeds > layout.library_size:
+            plan = None
+        if len(layout.plans) >= 16:
+            layout.plans.clear()
+        layout.plans[key] = plan
+    if plan is None:
         return None
     rounds, more = plan  # with more, a candidate pending after the kernel's rounds comes back status 2
     out = layout.kernel.run(robot.joint_q, target.position_world, target.direction_world, target.up_world,
