@@ -310,8 +310,8 @@ class OneCandidate:
     features and the rounds of seeds (``search_rounds.rounds_of_one``), each through its
     compiled wrapper for these argument types. Numba's dispatcher would find the same ones by
     typing every array on each call, and the entry points of :func:`search` allocate their
-    scratch and take their arrays into numba's runtime on every call. ``core.one_target`` keeps one per thread and
-    layout (docs/performance.md, "One target").
+    scratch and take their arrays into numba's runtime on every call. ``core.one_target``
+    keeps one per thread and layout (docs/performance.md, "One target").
 
     Args:
         problem: one candidate of one target slot, built with the search's settings; its
@@ -541,7 +541,7 @@ def _warm_up_search(problem: IKProblem) -> None:
     for deadline in (None, time.perf_counter() + 60.0):
         search(problem, num_seeds=1, max_rounds=2, unlimited=False, min_successes=2, limit_center=True,
                seed_arrays=lambda: arrays, deadline=deadline)
-    one = OneCandidate(problem.select([0]), (1e6, 0.3), arrays)
+    one = OneCandidate(problem.select([0]), (1e6, 0.3), arrays)  # any reach and scale: the types count
     one.run(problem.q_initial, problem.target_position[0, 0], None, None, num_seeds=1, max_rounds=2,
             unlimited=False, min_successes=2, deadline=None)
 

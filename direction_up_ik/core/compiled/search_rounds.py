@@ -250,10 +250,10 @@ def search_scratch(b, k, max_rounds, has_deadline, model, targets, config, state
 @njit_cached(nogil=True)
 def run_search(model_fields, target_fields, config_fields, state_fields, has_deadline, deadline_ns, search_fields):
     """The compiled entry point of a search (:func:`search_rows`): allocates its scratch
-    (:func:`search_scratch`). Arguments as for ``iteration.run_serial`` (``has_deadline`` and ``deadline_ns`` come from
-    Python even without a deadline, so that ``solve_rows`` is compiled for one signature, not
-    a second one for the literal constants ``False, 0``); ``search_fields``: a :data:`Search`
-    as a plain tuple (its ``leaves`` one too).
+    (:func:`search_scratch`). Arguments as for ``iteration.run_serial`` (``has_deadline`` and
+    ``deadline_ns`` come from Python even without a deadline, so that ``solve_rows`` is
+    compiled for one signature, not a second one for the literal constants ``False, 0``);
+    ``search_fields``: a :data:`Search` as a plain tuple (its ``leaves`` one too).
     Returns True when a candidate hit a numerical failure (then the search stopped)."""
     model, targets = Model(*model_fields), Targets(*target_fields)
     config, state = Config(*config_fields), State(*state_fields)
