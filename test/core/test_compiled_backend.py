@@ -759,4 +759,3 @@ def test_every_solve_and_search_calls_the_kernels_with_one_signature(ur5, panda)
             robo_search_ik_direction_up(robot, batch, max_position_error=0.03, num_seeds=2, time_budget=1.0)
     assert len(iteration.run_serial.signatures) == 1, iteration.run_serial.signatures
     assert len(search_rounds.run_search.signatures) == 1, search_rounds.run_search.signatures
-    assert len(search_rounds.rounds_of_one.signatures) == 1, search_rounds.rounds_of_one.signatures

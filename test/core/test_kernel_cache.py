@@ -22,7 +22,6 @@ ENTRY_POINTS = {"iteration.run_serial": iteration.run_serial, "iteration.solve_r
                 "iteration.solve_block": iteration.solve_block,
                 "search_rounds.run_search": search_rounds.run_search,
                 "search_rounds.search_rows": search_rounds.search_rows,
-                "search_rounds.rounds_of_one": search_rounds.rounds_of_one,
                 "seed_scan.nearest_ranks_into": seed_scan.nearest_ranks_into}
 
 

@@ -307,19 +307,19 @@ def test_it_compiles_no_other_kernel_signature(panda):
     """The kept arrays have the types of the general path's: it calls the compiled kernels the
     entry points call, for their signatures (no compile of another one)."""
     from direction_up_ik.core.compiled.iteration import run_serial, solve_rows
-    from direction_up_ik.core.compiled.search_rounds import run_search, rounds_of_one, search_rows
+    from direction_up_ik.core.compiled.search_rounds import run_search, search_rows
     rng = np.random.default_rng(4)
     panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
     candidates = _targets(panda, rng, 10, 0, "full", True)
     for candidate in candidates:  # the general path first: its signatures exist
         robo_search_ik_direction_up(panda, [candidate, candidate], max_position_error=MPE, max_rounds=2)
-    kernels = (run_serial, run_search, solve_rows, search_rows, rounds_of_one)
+    kernels = (run_serial, run_search, solve_rows, search_rows)
     before = [len(k.signatures) for k in kernels]
     found = [robo_search_ik_direction_up(panda, [c], max_position_error=MPE, max_rounds=2) for c in candidates]
     assert any(f.rounds > 1 for f in found)  # both kernels ran
     assert [len(k.signatures) for k in kernels] == before
     for layout in one_target._layouts(panda).values():
-        assert layout.kernel.solve is not solve_rows and layout.kernel.rounds is not rounds_of_one
+        assert layout.kernel.solve is not solve_rows and layout.kernel.rounds is not search_rows
 
 
 def test_a_layouts_first_seeded_call_types_no_arguments(panda, monkeypatch):

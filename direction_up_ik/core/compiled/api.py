@@ -32,7 +32,7 @@ from .iteration import alloc_work, run_serial, solve_rows
 from .layout import (PHASE_JACOBIAN, PHASE_SINGULAR, PHASE_STEP, PHASES_PER_ITERATION, REASONS, Config,
                      Leaves, Model, Search, State, Targets)
 from .numba_support import CLOCK, NATIVE_KERNELS, KernelCache
-from .search_rounds import rounds_of_one, run_search, search_scratch
+from .search_rounds import run_search, search_rows, search_scratch
 from .seed_scan import nearest_ranks, nearest_ranks_into
 from .threads import chunks as slice_count, executor, worker_threads
 
@@ -269,7 +269,8 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
     spec = Search(round0_done=chunks == 1, num_seeds=int(num_seeds), max_rounds=int(max_rounds),
                   unlimited=bool(unlimited), min_successes=int(min_successes), limit_center=bool(limit_center),
                   starts=empty(b, i8), successes=empty(b, i8), best_score=empty(b),
-                  outcome=np.zeros((chunks, 2), dtype=i8), iterations=empty(b, i8), closest=empty(b), **arrays)
+                  outcome=np.zeros((chunks, 2), dtype=i8), iterations=empty(b, i8), closest=empty(b),
+                  own_query=False, feature_reach=0.0, axis_scale=0.0, **arrays)
     if chunks == 1:
         failed = run_search(model_t, targets_t, config, state_t, has_deadline, deadline_ns,
                             tuple(spec._replace(outcome=spec.outcome[0])))
@@ -306,9 +307,9 @@ class OneCandidate:
     calls: the model, config, target, state, scratch and search arrays are allocated once, and
     a call writes the start state and the target into them (:meth:`run`). A call runs the same
     kernels on the same values as :func:`search` of that one candidate, so the answers are the
-    same: round 0 (``iteration.solve_rows``), then, where that does not settle it, the query
-    features and the rounds of seeds (``search_rounds.rounds_of_one``), each through its
-    compiled wrapper for these argument types. Numba's dispatcher would find the same ones by
+    same: round 0 (``iteration.solve_rows``), then, where that does not settle it, the rounds
+    of seeds (``search_rounds.search_rows``; they compute the query features and the anchor,
+    ``Search.own_query``), each through its compiled wrapper for these argument types. Numba's dispatcher would find the same ones by
     typing every array on each call, and the entry points of :func:`search` allocate their
     scratch and take their arrays into numba's runtime on every call. ``core.one_target``
     keeps one per thread and layout (docs/performance.md, "One target").
@@ -320,7 +321,7 @@ class OneCandidate:
         features: (reach, axis scale) of the seed library's query features
             (``seeds.FEATURE_REACH``, ``seeds.AXIS_SCALE``).
         seed_arrays: the library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
-            ``center_bounded``, as :func:`search` asks for; each call writes its own query
+            ``center_bounded``, as :func:`search` asks for; the kernel writes each call's query
             features and anchor into copies of ``query`` and ``anchor``).
     """
 
@@ -339,7 +340,6 @@ class OneCandidate:
                            done=empty(1, np.bool_), success=empty(1, np.int32), cost=empty(1), group=zeros,
                            quota=zeros)
         self.active_dof_ids = tuple(problem.active.tolist())
-        self.features = tuple(float(x) for x in features)
         arrays = seed_arrays
         if arrays["query"].shape[1] != feature_count(problem):  # the kernel writes that many
             raise ValueError(f"seed query features: {arrays['query'].shape[1]} columns, the targets have "
@@ -351,7 +351,7 @@ class OneCandidate:
             anchor=arrays["anchor"].copy(), center_mid=arrays["center_mid"], center_half=arrays["center_half"],
             center_bounded=arrays["center_bounded"], starts=np.empty(1, np.int64), successes=np.empty(1, np.int64),
             best_score=np.empty(1), outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64),
-            closest=np.empty(1))
+            closest=np.empty(1), own_query=True, feature_reach=float(features[0]), axis_scale=float(features[1]))
         self._rounds_args: dict = {}  # {(num_seeds, max_rounds, unlimited, min_successes, has_deadline): args}
         # Round 0's scratch (one block of one row), reused: the kernels write every scratch
         # value before reading it (a test runs them on scratch full of NaN).
@@ -360,7 +360,7 @@ class OneCandidate:
         self.solve = _compiled_wrapper(solve_rows, self.model, self.targets, self.config, self.state, self.work,
                                        False, 0)
         args = self._rounds_arguments((1, 1, False, 1, False))
-        self.rounds = _compiled_wrapper(rounds_of_one, *args[:6], 0, *args[6:], 0.0, 0.0)
+        self.rounds = _compiled_wrapper(search_rows, *args[:6], 0, *args[6:])
 
     def run(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
             up: Optional[np.ndarray], *, num_seeds: int, max_rounds: int, unlimited: bool,
@@ -388,7 +388,7 @@ class OneCandidate:
         args = self._rounds_args.get(options)
         if args is None:  # the same arrays every call: kept per options
             args = self._rounds_arguments(options)
-        if self.rounds(*args[:6], deadline_ns, *args[6:], *self.features):
+        if self.rounds(*args[:6], deadline_ns, *args[6:]):
             return None
         spec = args[6]
         return SearchOutcome(self._result(), spec.starts.copy(), spec.successes.copy(), spec.best_score.copy(),
@@ -396,7 +396,7 @@ class OneCandidate:
                              spec.closest.copy())
 
     def _rounds_arguments(self, options: tuple) -> tuple:
-        """``rounds_of_one``'s arguments before and after the deadline's instant (the model,
+        """``search_rows``' arguments before and after the deadline's instant (the model,
         targets, config, state, scratch of the blocks, whether there is a deadline; the
         :data:`~.layout.Search`, the rows of a round of seeds, their targets, the seed ranking's
         scratch) of a search with these ``options``, kept in ``_rounds_args``."""
@@ -499,7 +499,7 @@ def search_loaded() -> bool:
 
 
 #: The entry points Python calls; compiling or loading them makes the kernels ready.
-_ENTRY_POINTS = (run_serial, run_search, rounds_of_one, nearest_ranks_into)
+_ENTRY_POINTS = (run_serial, run_search, nearest_ranks_into)
 
 
 def kernels_loaded() -> bool:
@@ -528,7 +528,7 @@ def cache_folder() -> Optional[str]:
 def _warm_up_search(problem: IKProblem) -> None:
     """Searches of ``problem`` with a two-state library and arrays of the types the search
     module passes (``core.search``), to compile ``search_rounds.run_search``, and of its first
-    candidate as the one-target path runs it (:class:`OneCandidate`, ``search_rounds.rounds_of_one``)."""
+    candidate as the one-target path runs it (:class:`OneCandidate`)."""
     d, a, f = len(problem.q_initial), problem.active, feature_count(problem)
     lib_q = np.tile(problem.q_initial, (2, 1))
     lib_q.setflags(write=False)

@@ -109,11 +109,16 @@ Work = namedtuple("Work", (
 #: ``iterations`` (B,) int64 summed over every start, ``closest`` (B,) the
 #: ``search_rounds.closeness`` of the attempt a candidate without a success reports; and
 #: ``outcome`` (2,) int64: rounds run (round 0 included), status (0 done, 1 stopped by the
-#: deadline with candidates pending, 2 library used up with candidates pending).
+#: deadline with candidates pending, 2 library used up with candidates pending). With
+#: ``own_query`` the rounds first write ``query`` themselves, the features of each
+#: candidate's targets (``search_rounds.target_features``, ``feature_reach`` and
+#: ``axis_scale`` the library's), and ``config.q_initial`` into ``anchor`` (the one-target
+#: path, ``api.OneCandidate``).
 Search = namedtuple("Search", (
     "round0_done", "num_seeds", "max_rounds", "unlimited", "min_successes", "limit_center", "leaves",
     "query", "lib_q", "periodic", "periodic_lo", "periodic_hi", "anchor", "center_mid", "center_half",
-    "center_bounded", "starts", "successes", "best_score", "outcome", "iterations", "closest"))
+    "center_bounded", "starts", "successes", "best_score", "outcome", "iterations", "closest", "own_query",
+    "feature_reach", "axis_scale"))
 
 #: M points (a seed library's features) cut into L leaves for ``seed_scan.nearest_into``:
 #: ``points_t`` (F, M) in leaf order, one feature per row, ``index`` (M,) int64 their

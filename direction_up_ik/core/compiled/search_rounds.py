@@ -93,6 +93,26 @@ def take_row(dst, c, src, row):
 
 
 @jitable
+def target_features(targets, c, reach, axis_scale, out):
+    """The seed library's query features of candidate c's targets into ``out`` (F,): per slot
+    its position clipped to +-``reach`` and, where constrained, ``axis_scale`` times its axes
+    (``seeds.pose_features`` with its ``FEATURE_REACH`` and ``AXIS_SCALE``, the same values)."""
+    f = 0
+    for e in range(targets.position.shape[1]):
+        for j in range(3):
+            out[f + j] = min(max(targets.position[c, e, j], -reach), reach)
+        f += 3
+        if targets.has_direction[c, e]:
+            for j in range(3):
+                out[f + j] = axis_scale * targets.direction[c, e, j]
+            f += 3
+        if targets.has_up[c, e]:
+            for j in range(3):
+                out[f + j] = axis_scale * targets.up[c, e, j]
+            f += 3
+
+
+@jitable
 def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns, search, seed_state,
                   seed_targets, scan):
     """The multi-seed search of every candidate of ``state``, whose round 0 (the solve from the
@@ -105,9 +125,14 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
     (:func:`closeness`, strictly nearer replaces it). No round starts once the deadline (if
     any) has passed, and a round's rows stop at it. Fills ``search.starts``,
     ``search.successes``, ``search.best_score`` (inf: no success), ``search.iterations``,
-    ``search.closest`` and ``search.outcome``. Returns True on a numerical failure."""
+    ``search.closest`` and ``search.outcome`` (with ``search.own_query`` it writes
+    ``search.query`` and ``search.anchor`` first). Returns True on a numerical failure."""
     b, k = state.q.shape[0], search.num_seeds
     scratch = work.sq[0]
+    if search.own_query:
+        for c in range(b):
+            target_features(targets, c, search.feature_reach, search.axis_scale, search.query[c])
+        copy1(search.anchor, config.q_initial)
     for c in range(b):
         search.starts[c] = 1
         search.successes[c] = 0
@@ -181,42 +206,8 @@ def search_rows(model, targets, config, state, work, has_deadline, deadline_ns, 
                          seed_targets, scan)
 
 
-#: :func:`search_rows` called from the entry points, compiled once (:func:`~.numba_support.native_call`).
+#: :func:`search_rows` called from :func:`run_search`, compiled once (:func:`~.numba_support.native_call`).
 call_search_rows = native_call(search_rows)
-
-
-@jitable
-def target_features(targets, c, reach, axis_scale, out):
-    """The seed library's query features of candidate c's targets into ``out`` (F,): per slot
-    its position clipped to +-``reach`` and, where constrained, ``axis_scale`` times its axes
-    (``seeds.pose_features`` with its ``FEATURE_REACH`` and ``AXIS_SCALE``, the same values)."""
-    f = 0
-    for e in range(targets.position.shape[1]):
-        for j in range(3):
-            out[f + j] = min(max(targets.position[c, e, j], -reach), reach)
-        f += 3
-        if targets.has_direction[c, e]:
-            for j in range(3):
-                out[f + j] = axis_scale * targets.direction[c, e, j]
-            f += 3
-        if targets.has_up[c, e]:
-            for j in range(3):
-                out[f + j] = axis_scale * targets.up[c, e, j]
-            f += 3
-
-
-@njit_cached(nogil=True, _nrt=False)
-def rounds_of_one(model, targets, config, state, work, has_deadline, deadline_ns, search, seed_state, seed_targets,
-                  scan, reach, axis_scale):
-    """The rounds of seeds of one candidate whose round 0 is done and did not settle it
-    (``api.OneCandidate``): :func:`search_rows` towards the query features of its targets
-    (:func:`target_features`, ``reach`` and ``axis_scale`` the library's), with its start
-    ``config.q_initial`` as the anchor. Compiled without numba's runtime, releases the GIL.
-    Returns True on a numerical failure."""
-    target_features(targets, 0, reach, axis_scale, search.query[0])
-    copy1(search.anchor, config.q_initial)
-    return call_search_rows((model, targets, config, state, work, has_deadline, deadline_ns, search, seed_state,
-                             seed_targets, scan))
 
 
 @jitable
