@@ -340,9 +340,10 @@ def test_a_layouts_first_seeded_call_types_no_arguments(panda, monkeypatch):
 
 
 def test_its_kept_scratch_needs_no_initial_values(panda, monkeypatch):
-    """The one-target path reuses its kernel's scratch between calls, where the entry points
-    allocate it (the blocks' zeroed): with every scratch value NaN, True or -1 before each call the answers
-    are still the general path's (a kernel reading scratch it did not write would differ)."""
+    """The one-target path reuses its kernels' scratch between calls, where the entry points
+    allocate it (the blocks' zeroed): with every scratch value NaN, True or -1 before each
+    call the answers are still the general path's (a kernel reading scratch it did not write
+    would differ)."""
     rng = np.random.default_rng(11)
     panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
     candidates = _targets(panda, rng, 40, 0, "full", True)

@@ -413,9 +413,10 @@ def test_after_warm_up_no_search_builds_a_seed_index_for_a_named_convention(requ
 
 def test_the_kernels_target_features_are_those_of_pose_features_bit_for_bit():
     """The one-target search's query features (``compiled.search_rounds.target_features``, run
-    here as the plain Python it also is) equal ``pose_features`` of that candidate in every value,
-    for every constraint pattern of two slots, with positions beyond the clipping reach,
-    negative zeros and tiny and huge axis components."""
+    here as the plain Python it also is; compiled, the one-target answers' tests cover it) equal
+    ``pose_features`` of that candidate in every value, for every constraint pattern of two
+    slots, with positions beyond the clipping reach, negative zeros and tiny and huge axis
+    components."""
     from direction_up_ik.core.compiled.layout import Targets
     from direction_up_ik.core.compiled.search_rounds import target_features
     rng = np.random.default_rng(7)
