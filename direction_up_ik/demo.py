@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 
+from .core.processes import python_command
 from .robots import DEFAULT_ROBOT, bundled_robot
 
 PACKAGE = "direction_up_ik"
@@ -73,10 +74,11 @@ def run(robot_name: str, config: pathlib.Path, timeout: float = 60.0,
     model, start, candidates = make_candidates(robot_name)
     env = dict(os.environ)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    node_cmd = [sys.executable, "-m", "direction_up_ik.ros.node", "--ros-args", "--params-file", str(config),
-                "-p", f"robot:={robot_name}", "-p", "command.type:=joint_state",
-                "-p", "command.topic:=~/joint_command"]
-    print(f"$ {' '.join(node_cmd[2:])}")
+    node_args = ["--ros-args", "--params-file", str(config), "-p", f"robot:={robot_name}",
+                 "-p", "command.type:=joint_state", "-p", "command.topic:=~/joint_command"]
+    # This very package's node, whatever the working folder holds (core.processes).
+    node_cmd = python_command("from direction_up_ik.ros.node import main; raise SystemExit(main())") + node_args
+    print(f"$ python -m direction_up_ik.ros.node {' '.join(node_args)}")
     node_proc = subprocess.Popen(node_cmd, env=env)
     rclpy.init()
     client_node = rclpy.create_node("direction_up_ik_demo_client")
