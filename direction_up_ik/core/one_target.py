@@ -56,7 +56,7 @@ class Layout:
         self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
         self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))
         self._held = b""  # the bytes of the last state :meth:`holds` accepted
-        self.plans: dict = {}  # {(num_seeds, max_rounds, timed): search.kernel_rounds' plan}
+        self.plans: dict = {}  # {(num_seeds, max_rounds, timed, library size): kernel_rounds' plan}
 
     def current(self, robot: RobotKinematics) -> bool:
         """True while the robot's limits and root transform are the objects the layout was
