@@ -380,3 +380,18 @@ def test_rounds_that_use_up_the_library_go_on_with_random_draws(monkeypatch):
         _same_search(fast, general)
         resumed += fast.rounds > 4  # past the library's 3 rounds
     assert resumed > 0
+
+
+def test_seed_arrays_of_another_feature_width_are_refused(panda):
+    """The kernel writes the targets' query features into the kept query row: seed arrays whose
+    query has another width (the features of another constraint pattern) are refused."""
+    from direction_up_ik.core.compiled import api
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    panda.joint_q[:] = mid_range(panda)
+    candidates = [(DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None),)]
+    problem = build_problem(panda, candidates, None, "cpu", None, SETTINGS)
+    arrays = search_api._one_target_seed_arrays(problem)
+    api.OneCandidate(problem, (1e6, 0.3), arrays)  # 9 features: accepted
+    arrays = dict(arrays, query=arrays["query"][:, :3].copy())
+    with pytest.raises(ValueError, match="seed query features: 3 columns, the targets have 9"):
+        api.OneCandidate(problem, (1e6, 0.3), arrays)
