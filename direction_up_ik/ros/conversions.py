@@ -40,20 +40,27 @@ class RequestError(DirectionUpIKError):
         super().__init__(message)
 
 
-def _finite_vec(v, field: str) -> np.ndarray:
-    """(3,) float64 array of a Point / Vector3 whose components are finite (checked on the
-    message's floats, before any arithmetic); else the DirectionValidationError that
+def _finite3(v, field: str) -> Tuple[float, float, float]:
+    """The components of a Point / Vector3 (float64 fields) as floats, checked finite on the
+    message's values (before any arithmetic); else the DirectionValidationError that
     ``DirectionUpTarget`` raises."""
     x, y, z = v.x, v.y, v.z
     if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
         raise DirectionValidationError(field, f"every component must be finite, got {[x, y, z]}")
-    return np.array((x, y, z), dtype=np.float64)
+    return x, y, z
 
 
 def _vec(v) -> np.ndarray:
     """(3,) float64 array of a Point / Vector3 (its fields are float64): the core's
     ``DirectionUpTarget`` takes such an array as it is, where a tuple costs a check per component."""
     return np.array((v.x, v.y, v.z), dtype=np.float64)
+
+
+_MODES = (TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION)
+
+
+def _where(b: int, k: int) -> str:
+    return f"candidates[{b}].targets[{k}]"
 
 
 def local_axes_of(msg: TargetMsg, ee: EndEffectorConfig):
@@ -91,34 +98,36 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
                                                          "at least one target")
         targets = []
         for k, msg in enumerate(candidate.targets):
-            where = f"candidates[{b}].targets[{k}]"
             if msg.end_effector not in by_name:
                 raise RequestError(Response.UNKNOWN_END_EFFECTOR,
-                                   f"{where}.end_effector: unknown end effector '{msg.end_effector}'; "
+                                   f"{_where(b, k)}.end_effector: unknown end effector '{msg.end_effector}'; "
                                    f"configured: {sorted(by_name)}")
             ee_id, ee = by_name[msg.end_effector]
-            if msg.frame_id not in frames:
+            frame_id = msg.frame_id
+            if frame_id not in frames:
                 raise RequestError(Response.INVALID_FRAME,
-                                   f"{where}.frame_id: cannot resolve frame '{msg.frame_id}'; targets may "
+                                   f"{_where(b, k)}.frame_id: cannot resolve frame '{frame_id}'; targets may "
                                    f"use '' (root) or frames fixed to the root: {sorted(f for f in frames if f)}")
-            xform = frames[msg.frame_id]
-            rot, trans = xform[:3, :3], xform[:3, 3]
+            mode = msg.mode
             try:
                 # Check before transforming, so messages show the values as sent; fields the
                 # mode ignores are not read at all.
-                if msg.mode not in (TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION):
-                    raise InputValidationError("mode", f"unknown value {msg.mode} (valid: 0 full, 1 axis, "
+                if mode not in _MODES:
+                    raise InputValidationError("mode", f"unknown value {mode} (valid: 0 full, 1 axis, "
                                                        "2 position)")
-                position = rot @ _finite_vec(msg.position, "position") + trans
-                d = u = None
-                if msg.mode != TargetMsg.MODE_POSITION:
-                    d = rot @ _finite_vec(msg.direction, "direction")
-                if msg.mode == TargetMsg.MODE_FULL:
-                    u = rot @ _finite_vec(msg.up, "up")
+                position = _finite3(msg.position, "position")
+                d = _finite3(msg.direction, "direction") if mode != TargetMsg.MODE_POSITION else None
+                u = _finite3(msg.up, "up") if mode == TargetMsg.MODE_FULL else None
+                if frame_id:  # a frame fixed to the root (the root's own, '', needs no transform)
+                    xform = frames[frame_id]
+                    rot = xform[:3, :3]
+                    position = rot @ position + xform[:3, 3]
+                    d = None if d is None else rot @ d
+                    u = None if u is None else rot @ u
                 local_d, local_u = local_axes_of(msg, ee)
                 targets.append(DirectionUpTarget(ee_id, position, d, u, local_d, local_u))
             except DirectionUpIKError as exc:
-                raise RequestError(Response.INVALID_REQUEST, f"{where}.{exc}") from None
+                raise RequestError(Response.INVALID_REQUEST, f"{_where(b, k)}.{exc}") from None
         # Name the request's fields (end_effector), not the core's ee_id.
         names = [t.end_effector for t in candidate.targets]
         if len(set(names)) != len(names):
