@@ -37,7 +37,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .collision_distance import _node_frames, pair_clearance, pairwise_collisions
+from .collision_distance import _node_frames, bound_clearance, pair_clearance, pairwise_collisions
 from .collision_parts import (SOLID_BOX, CollisionGeometryWarning, PairArrays, Parts, _adjacent_pairs,
                               _build_arrays, _geometry_key, _link_collision_parts, _obstacle_parts, _Part,
                               _parts_of, _read_srdf_disabled, _read_xml, _urdf_error)
@@ -168,6 +168,7 @@ class CollisionScene:
         self.robot = robot
         self.padding = padding
         self._lock = threading.Lock()
+        self._bound = None  # (Parts, the compiled check bound to them), see _clearance
         self.link_bodies = tuple(name for name in robot.link_names if name in link_parts)
         self._robot_parts: List[_Part] = []
         static_links = set(robot.static_link_xforms())
@@ -284,19 +285,30 @@ class CollisionScene:
         Raises:
             InputValidationError: wrong shape or non-finite values.
         """
-        q = self._states(joint_q)
-        parts, pairs, body_pairs = self.arrays()
-        clearance, pair = pair_clearance(self.robot, parts, pairs, q, stop_below=-np.inf)
+        clearance, pair, body_pairs = self._clearance(self._states(joint_q), -np.inf, False)
         names = tuple(body_pairs[p] if p >= 0 else ("", "") for p in pair.tolist())
         return CollisionReport(collision_free=clearance > 0.0, clearance=clearance, closest_pair=names)
 
     def collision_free(self, joint_q) -> np.ndarray:
         """bool (B,) of (B, D) states: whether every checked pair is apart (stops at the first
         colliding pair of a state; the search's filter)."""
-        q = self._states(joint_q)
-        parts, pairs, _ = self.arrays()
-        clearance, _ = pair_clearance(self.robot, parts, pairs, q, stop_below=0.0, verdict_only=True)
+        clearance, _, _ = self._clearance(self._states(joint_q), 0.0, True)
         return clearance > 0.0
+
+    def _clearance(self, q: np.ndarray, stop_below: float, verdict_only: bool):
+        """(least, pair, body_pairs) of :func:`pair_clearance` for (B, D) float64 C-contiguous
+        ``q`` on the current obstacles, through the compiled check bound to them once the
+        kernels are ready (rebound when the obstacles change)."""
+        parts, pairs, body_pairs = self.arrays()
+        bound = self._bound
+        if bound is None or bound[0] is not parts:
+            run = bound_clearance(self.robot, parts, pairs)
+            if run is None:
+                least, pair = pair_clearance(self.robot, parts, pairs, q, stop_below, verdict_only)
+                return least, pair, body_pairs
+            bound = self._bound = (parts, run)
+        least, pair = bound[1](q, stop_below, verdict_only)
+        return least, pair, body_pairs
 
     def bodies_at(self, joint_q) -> List[BodyPart]:
         """The parts the check uses, placed at one joint state: robot parts (padding included)
@@ -338,8 +350,9 @@ class CollisionScene:
         return sorted(out, key=lambda part: robot_first[part.body])
 
     def _states(self, joint_q) -> np.ndarray:
+        """(B, D) float64 C-contiguous copy of (D,) or (B, D) ``joint_q``, checked."""
         try:
-            q = np.array(joint_q, dtype=np.float64)
+            q = np.array(joint_q, dtype=np.float64, order="C")
         except (TypeError, ValueError):
             raise InputValidationError("joint_q", "must be numbers, shape (D,) or (B, D)") from None
         d = self.robot.num_dofs
@@ -348,7 +361,7 @@ class CollisionScene:
         if q.ndim != 2 or q.shape[1] != d:
             raise InputValidationError("joint_q", f"must have shape (D,) or (B, D) with D={d}, got "
                                                   f"{np.shape(joint_q)}")
-        if not np.all(np.isfinite(q)):
+        if not np.isfinite(q).all():
             raise InputValidationError("joint_q", "must contain only finite values")
         return q
 

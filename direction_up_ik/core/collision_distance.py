@@ -254,6 +254,31 @@ def _compiled_check():
     return run
 
 
+def bound_clearance(robot: RobotKinematics, parts: Parts, pairs: PairArrays):
+    """The compiled :func:`pair_clearance` bound to one robot and one scene's arrays, or None
+    while the kernels are not ready: ``run(q, stop_below, verdict_only)`` of (B, D) float64
+    C-contiguous states ``q``. Its compiled function is found here, once: the dispatcher would
+    type some thirty arrays on every call."""
+    kernels = _kernels()
+    if kernels is None:
+        return None
+    fixed = (_model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair,
+             pairs.cs_group)
+    example = (np.empty((1, robot.num_dofs)), *fixed, 0.0, False, np.empty(1), np.empty(1, dtype=np.int64))
+    types = tuple(kernels.clearance_rows.typeof_pyval(a) for a in example)
+    kernels.clearance_rows.compile(types)  # found among the loaded signatures (warm_up's)
+    compiled = kernels.clearance_rows.get_overload(types)
+
+    def run(q: np.ndarray, stop_below: float, verdict_only: bool) -> Tuple[np.ndarray, np.ndarray]:
+        if q.dtype != np.float64 or q.ndim != 2 or not q.flags.c_contiguous:
+            raise TypeError("bound_clearance: q must be a (B, D) float64 C-contiguous array")
+        b = len(q)
+        least, pair = np.empty(b), np.empty(b, dtype=np.int64)
+        compiled(q, *fixed, float(stop_below), bool(verdict_only), least, pair)
+        return least, pair
+    return run
+
+
 def _compiled_pairwise():
     """The compiled form of :func:`pairwise_collisions` when ready, else None."""
     kernels = _kernels()

@@ -105,6 +105,29 @@ def test_compiled_check_equals_the_reference(compiled_kernels):
     assert [len(kernel.signatures) for kernel in kernels.ENTRY_POINTS] == [1, 1]
 
 
+def test_the_scene_binds_the_compiled_check_to_its_current_obstacles(compiled_kernels):
+    """``check`` calls the compiled check bound to the scene's arrays once (not the dispatcher):
+    the same answers as the unbound call, bound again when the obstacles change."""
+    if collision_distance._kernels() is None:
+        pytest.skip("the compiled kernels are not available (numba off or missing)")
+    robot = load_robot("dual_arm_torso")
+    rng = np.random.default_rng(8)
+    scene = CollisionScene.from_urdf(robot, bundled_robot("dual_arm_torso").urdf_path(),
+                                     obstacles=random_obstacles(rng, "dual_arm_torso", 6))
+    states = random_in_limits(robot, rng, 60)
+    for _ in range(3):
+        parts, pairs, body_pairs = scene.arrays()
+        least, pair = collision_distance._compiled_check()(robot, parts, pairs, states, -np.inf)
+        report = scene.check(np.asfortranarray(states))  # any layout: the scene copies to C order
+        assert scene._bound[0] is parts
+        assert np.array_equal(report.clearance, least)
+        assert report.closest_pair == tuple(body_pairs[p] if p >= 0 else ("", "") for p in pair.tolist())
+        assert np.array_equal(scene.collision_free(states), least > 0.0)
+        scene.set_obstacles(random_obstacles(rng, "dual_arm_torso", 6))
+    with pytest.raises(TypeError, match="float64 C-contiguous"):
+        scene._bound[1](states.astype(np.float32), -np.inf, False)
+
+
 # ------------------------------------------------------------------------ pair selection
 def test_pairs_leave_out_adjacent_links_across_fixed_joints(dual_arm):
     scene = CollisionScene.from_urdf(dual_arm, bundled_robot("dual_arm_torso").urdf_path())
