@@ -24,11 +24,13 @@ def float32_within_limits(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -
     0.4000000059604645), and joints the solve does not move are returned -- and published --
     as they were given.
     """
-    q32 = np.asarray(q, dtype=np.float32).copy()
-    above = q32.astype(np.float64) > upper
+    q32 = np.array(q, dtype=np.float32)  # always a copy
+    wide = q32.astype(np.float64)
+    above = wide > upper
     if above.any():  # (rare; the masked writes cost more than the test)
         q32[above] = np.nextafter(q32[above], np.float32(-np.inf))
-    below = q32.astype(np.float64) < lower
+        wide = q32.astype(np.float64)
+    below = wide < lower
     if below.any():
         q32[below] = np.nextafter(q32[below], np.float32(np.inf))
     return q32
