@@ -532,8 +532,10 @@ class DirectionUpIKNode(Node):
         if response.success:
             response.error_code = Response.SUCCESS
             best = result.best_index
-            response.message = (f"{int(result.success.sum())}/{result.num_candidates} candidates "
-                                f"succeeded; best {best} (cost {result.cost[best]:.6g})")
+            # From the response's Python values: numpy calls are dear on this path (performance.md)
+            succeeded = sum(1 for item in response.results if item.success)
+            response.message = (f"{succeeded}/{result.num_candidates} candidates succeeded; best {best} "
+                                f"(cost {response.results[best].cost:.6g})")
             if request.publish:
                 self.publish_command(result.joint_q[best].astype(np.float64))
                 response.message += "; command published"
