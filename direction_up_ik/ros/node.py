@@ -140,6 +140,7 @@ class DirectionUpIKNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self._command_pub = self._make_command_publisher()
+        self._joint_command, self._joint_command_lock = JointState(), threading.Lock()
         self.create_subscription(JointState, self._config.joint_states_topic, self._on_joint_state,
                                  QoSProfile(depth=10))
         self.create_subscription(DirectionUpCandidate, "~/target", self._on_target,
@@ -657,10 +658,15 @@ class DirectionUpIKNode(Node):
         """Publish joint positions (D,) in the configured command format."""
         config, names = self._config, list(self._robot.joint_names)
         if config.command_type == "joint_state":
-            msg = JointState()
-            msg.header.stamp = self.get_clock().now().to_msg()
-            msg.name, msg.position = names, q.tolist()
-        elif config.command_type == "joint_trajectory":
+            with self._joint_command_lock:  # one kept message: publish serialises it at once
+                msg = self._joint_command
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(self.get_clock().now().nanoseconds,
+                                                                        1_000_000_000)
+                msg.name, msg.position = names, q.tolist()
+                self._command_pub.publish(msg)
+            self.commands.record(q, time.monotonic())
+            return
+        if config.command_type == "joint_trajectory":
             msg = JointTrajectory()
             msg.header.stamp = self.get_clock().now().to_msg()
             msg.joint_names = names

@@ -176,6 +176,8 @@ def test_service_round_trip_and_published_command(ros, robot):
         assert robot == "dual_arm_torso"
         assert list(command.name) == list(model.joint_names)
         np.testing.assert_array_equal(command.position, chosen)
+        stamp = command.header.stamp.sec * 1_000_000_000 + command.header.stamp.nanosec
+        assert abs(stamp - time.time_ns()) < 30e9  # the node's clock (system time) at publishing
     elif node.command_type == "joint_trajectory":
         assert robot == "panda_like"
         assert list(command.joint_names) == list(model.joint_names)
