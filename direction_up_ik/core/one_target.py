@@ -97,18 +97,24 @@ class Layout:
 
 def _layouts(robot: RobotKinematics) -> dict:
     """This thread's layouts of ``robot``: {key: Layout}. The last robot asked for is kept
-    beside the weak mapping as (weak reference, its layouts), a quicker look-up (its layouts
-    outlive it until another robot is asked for)."""
+    beside the weak mapping as [weak reference, its layouts], a quicker look-up; the weak
+    reference's callback empties that list when the robot is collected (in whichever thread),
+    so its layouts go with it."""
     last = getattr(_thread_local, "last", None)
-    if last is not None and last[0]() is robot:
-        return last[1]
+    try:
+        if last and last[0]() is robot:
+            return last[1]
+    except IndexError:  # emptied meanwhile: that robot was collected
+        pass
     per_robot = getattr(_thread_local, "layouts", None)
     if per_robot is None:
         per_robot = _thread_local.layouts = weakref.WeakKeyDictionary()
     layouts = per_robot.get(robot)
     if layouts is None:
         layouts = per_robot[robot] = {}
-    _thread_local.last = (weakref.ref(robot), layouts)
+    holder = [None, layouts]
+    holder[0] = weakref.ref(robot, lambda _ref, kept=holder: kept.clear())
+    _thread_local.last = holder
     return layouts
 
 

@@ -290,17 +290,19 @@ def test_threads_search_on_arrays_of_their_own(ur5):
         _same_search(found[i], one)
 
 
-def test_kept_layouts_do_not_keep_a_robot_alive():
+def test_kept_layouts_do_not_keep_a_robot_alive_nor_outlive_it():
     robot = load_robot("panda_like")
     robot.joint_q[:] = mid_range(robot)
     goal = robot.tcp_transforms(mid_range(robot))[0]
     robo_search_ik_direction_up(robot, [(DirectionUpTarget(0, goal[:3, 3], None, None),)], max_position_error=MPE,
                                 max_rounds=1)
-    assert one_target._layouts(robot)  # a layout was kept
-    gone = weakref.ref(robot)
-    del robot
+    layouts = one_target._layouts(robot)
+    assert layouts  # a layout was kept
+    gone, layout_gone = weakref.ref(robot), weakref.ref(next(iter(layouts.values())))
+    del robot, layouts
     gc.collect()
     assert gone() is None
+    assert layout_gone() is None  # its arrays (the seed library's among them) go with the robot
 
 
 def test_it_compiles_no_other_kernel_signature(panda):
