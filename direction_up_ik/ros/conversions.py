@@ -56,7 +56,11 @@ def _vec(v) -> np.ndarray:
     return np.array((v.x, v.y, v.z), dtype=np.float64)
 
 
-_MODES = (TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION)
+# The target message's constants as ints, read once: rosidl serves each through a property.
+_FULL, _AXIS, _POSITION = TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION
+_MODES = (_FULL, _AXIS, _POSITION)
+_AXES_DEFAULT, _AXES_TCP = TargetMsg.LOCAL_AXES_DEFAULT, TargetMsg.LOCAL_AXES_TCP
+_AXES_EXPLICIT, _AXES_CONFIGURED = TargetMsg.LOCAL_AXES_EXPLICIT, TargetMsg.LOCAL_AXES_CONFIGURED
 
 
 def _where(b: int, k: int) -> str:
@@ -66,13 +70,13 @@ def _where(b: int, k: int) -> str:
 def local_axes_of(msg: TargetMsg, ee: EndEffectorConfig):
     """(local_direction, local_up) for DirectionUpTarget, or (None, None) for TCP +Z/+Y."""
     mode = msg.local_axes
-    if mode == TargetMsg.LOCAL_AXES_CONFIGURED:
-        mode = TargetMsg.LOCAL_AXES_TCP if ee.local_axes == "tcp" else TargetMsg.LOCAL_AXES_DEFAULT
-    if mode == TargetMsg.LOCAL_AXES_DEFAULT:
+    if mode == _AXES_CONFIGURED:
+        mode = _AXES_TCP if ee.local_axes == "tcp" else _AXES_DEFAULT
+    if mode == _AXES_DEFAULT:
         return DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP  # +X/+Y (the core resolves them once)
-    if mode == TargetMsg.LOCAL_AXES_TCP:
+    if mode == _AXES_TCP:
         return None, None
-    if mode == TargetMsg.LOCAL_AXES_EXPLICIT:
+    if mode == _AXES_EXPLICIT:
         return _vec(msg.local_direction), _vec(msg.local_up)
     raise InputValidationError("local_axes", f"unknown value {mode} (valid: 0 default +X/+Y, 1 tcp +Z/+Y, "
                                              "2 explicit, 3 configured)")
@@ -97,12 +101,15 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
             raise RequestError(Response.INVALID_REQUEST, f"candidates[{b}].targets: a candidate needs "
                                                          "at least one target")
         targets = []
+        names = []  # the request's end effectors, named as sent (not the core's ee_id)
         for k, msg in enumerate(candidate.targets):
-            if msg.end_effector not in by_name:
+            name = msg.end_effector
+            names.append(name)
+            if name not in by_name:
                 raise RequestError(Response.UNKNOWN_END_EFFECTOR,
-                                   f"{_where(b, k)}.end_effector: unknown end effector '{msg.end_effector}'; "
+                                   f"{_where(b, k)}.end_effector: unknown end effector '{name}'; "
                                    f"configured: {sorted(by_name)}")
-            ee_id, ee = by_name[msg.end_effector]
+            ee_id, ee = by_name[name]
             frame_id = msg.frame_id
             if frame_id not in frames:
                 raise RequestError(Response.INVALID_FRAME,
@@ -116,8 +123,8 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
                     raise InputValidationError("mode", f"unknown value {mode} (valid: 0 full, 1 axis, "
                                                        "2 position)")
                 position = _finite3(msg.position, "position")
-                d = _finite3(msg.direction, "direction") if mode != TargetMsg.MODE_POSITION else None
-                u = _finite3(msg.up, "up") if mode == TargetMsg.MODE_FULL else None
+                d = _finite3(msg.direction, "direction") if mode != _POSITION else None
+                u = _finite3(msg.up, "up") if mode == _FULL else None
                 if frame_id:  # a frame fixed to the root (the root's own, '', needs no transform)
                     xform = frames[frame_id]
                     rot = xform[:3, :3]
@@ -128,8 +135,6 @@ def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEff
                 targets.append(DirectionUpTarget(ee_id, position, d, u, local_d, local_u))
             except DirectionUpIKError as exc:
                 raise RequestError(Response.INVALID_REQUEST, f"{_where(b, k)}.{exc}") from None
-        # Name the request's fields (end_effector), not the core's ee_id.
-        names = [t.end_effector for t in candidate.targets]
         if len(set(names)) != len(names):
             raise RequestError(Response.INVALID_REQUEST,
                                f"candidates[{b}].targets[*].end_effector: names must be unique within "
