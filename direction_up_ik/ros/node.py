@@ -533,7 +533,7 @@ class DirectionUpIKNode(Node):
         if response.success:
             response.error_code = Response.SUCCESS
             best = result.best_index
-            # From the response's Python values: numpy calls are dear on this path (performance.md)
+            # From the response's Python lists (fill_response built them), not the result's arrays
             succeeded = sum(1 for item in response.results if item.success)
             response.message = (f"{succeeded}/{result.num_candidates} candidates succeeded; best {best} "
                                 f"(cost {response.results[best].cost:.6g})")
