@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import List, Mapping, Sequence, Tuple
+from typing import List, Mapping, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
@@ -267,19 +267,39 @@ def _search_override(overrides, name: str, *, off: bool, ranged: bool = True):
     return value
 
 
+class StartState(NamedTuple):
+    """``initial_state`` of a :class:`StreamedRequest`: joint ``name`` s and ``position`` s."""
+
+    name: Sequence[str]
+    position: Sequence[float]
+
+
+class StreamedRequest(NamedTuple):
+    """The fields of a SolveDirectionUpIK request that ``DirectionUpIKNode.solve`` reads, for a
+    request the node makes itself (:func:`streaming_request`): a rosidl ``Request`` builds every
+    nested default message first, a cost paid on each streamed target."""
+
+    candidates: list
+    overrides: SolverOverrides
+    active_joints: tuple
+    initial_state: StartState
+    ignore_collisions: bool
+    publish: bool
+
+
+#: Read-only overrides of streamed requests: the spec's single start, or the node's search.
+_SINGLE_START, _NODE_SEARCH = SolverOverrides(num_seeds=-1), SolverOverrides()
+
+
 def streaming_request(candidate, publish: bool, start_names: Sequence[str] = (),
-                      start_positions: Sequence[float] = (), search: bool = False):
-    """The SolveDirectionUpIK request of a streamed target (``~/target``, a marker drag): the
-    spec's single start (``num_seeds`` -1), a local solve from ``start_positions`` of
-    ``start_names`` (rad / m; empty = the joint states). A seed's answer can lie far from the
-    current pose, a joint jump in a teleoperated stream; ``search`` (a marker's explicit
-    retry) asks for the node's search all the same, which keeps the least joint motion."""
-    request = SolveDirectionUpIK.Request(publish=publish)
-    request.candidates = [candidate]
-    request.overrides.num_seeds = 0 if search else -1
-    request.initial_state.name = list(start_names)
-    request.initial_state.position = [float(v) for v in start_positions]
-    return request
+                      start_positions: Sequence[float] = (), search: bool = False) -> StreamedRequest:
+    """The request of a streamed target (``~/target``, a marker drag): the spec's single start
+    (``num_seeds`` -1), a local solve from ``start_positions`` of ``start_names`` (rad / m;
+    empty = the joint states). A seed's answer can lie far from the current pose, a joint jump
+    in a teleoperated stream; ``search`` (a marker's explicit retry) asks for the node's search
+    all the same, which keeps the least joint motion."""
+    return StreamedRequest([candidate], _NODE_SEARCH if search else _SINGLE_START, (),
+                           StartState(list(start_names), [float(v) for v in start_positions]), False, publish)
 
 
 def search_options(config, overrides):

@@ -425,7 +425,7 @@ class DirectionUpIKNode(Node):
             if last is not None:
                 return last[0]
         q = self._joint_states.latest()
-        return q if np.all(np.isfinite(q)) else None
+        return q if np.isfinite(q).all() else None
 
     def stream(self, candidate: DirectionUpCandidate, publish: bool, start: Optional[np.ndarray] = None,
                search: bool = False, approach: str = "step") -> StreamOutcome:
@@ -509,7 +509,8 @@ class DirectionUpIKNode(Node):
 
     # -------------------------------------------------------------- solving
     def solve(self, request, response):
-        """Serve one SolveDirectionUpIK request; never raises."""
+        """Serve one SolveDirectionUpIK request (or a streamed one, ``StreamedRequest``); never
+        raises."""
         if self._robot is None:
             response.success, response.best_index = False, -1
             response.error_code = Response.NO_ROBOT_MODEL

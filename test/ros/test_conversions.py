@@ -17,7 +17,7 @@ from direction_up_ik.core import DirectionUpTarget, SolverSettings
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget as TargetMsg, SolverOverrides
 from direction_up_ik.ros.config import EndEffectorConfig, config_from_values
 from direction_up_ik.ros.conversions import (RequestError, search_options, settings_with_overrides,
-                                             targets_from_candidates)
+                                             streaming_request, targets_from_candidates)
 from direction_up_ik.ros.joint_state import JointStateError, JointStateStore
 from direction_up_ik.srv import SolveDirectionUpIK
 
@@ -206,3 +206,20 @@ def test_fill_response_reports_the_collision_check():
     assert not unchecked.collisions_checked
     assert all(not r.collision_free and math.isnan(r.clearance) and list(r.closest_pair) == []
                for r in unchecked.results)
+
+
+def test_streamed_requests_carry_what_the_node_reads():
+    """A streamed target's request (not a rosidl message, see StreamedRequest): the spec's single
+    start unless ``search``, the start state as floats by name, nothing else set."""
+    candidate = DirectionUpCandidate(targets=[target("left")])
+    config = config_from_values({})
+    request = streaming_request(candidate, True, ("a", "b"), np.array([0.5, -1.0]))
+    assert request.candidates == [candidate] and request.publish is True
+    assert request.ignore_collisions is False and list(request.active_joints) == []
+    assert list(request.initial_state.name) == ["a", "b"] and request.initial_state.position == [0.5, -1.0]
+    assert all(type(v) is float for v in request.initial_state.position)
+    assert search_options(config, request.overrides) is None  # the spec's single start
+    assert settings_with_overrides(config.solver, request.overrides) is config.solver
+    searched = streaming_request(candidate, False, search=True)
+    assert searched.publish is False and searched.initial_state == ([], [])
+    assert search_options(config, searched.overrides)["num_seeds"] == config.search.num_seeds
