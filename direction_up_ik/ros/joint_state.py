@@ -105,7 +105,7 @@ class JointStateStore:
         if len(override_names) == len(self.joint_names) and tuple(override_names) == self.joint_names:
             # Every joint in model order (a streamed solve's start): the values as they are.
             q = np.array(override_positions, dtype=np.float64)
-            if np.all(np.abs(q) <= _FLOAT32_MAX):  # NaN fails too
+            if (np.abs(q) <= _FLOAT32_MAX).all():  # NaN fails too
                 override_names = ()
             else:
                 q = self.latest()  # the loop below names the first bad value

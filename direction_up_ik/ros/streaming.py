@@ -89,7 +89,7 @@ def first_jump(start: np.ndarray, solution: np.ndarray, limits: np.ndarray) -> O
     most (relative to the limit), or None when every step is within its limit."""
     steps = np.asarray(solution, dtype=np.float64) - np.asarray(start, dtype=np.float64)
     over = np.abs(steps) / limits
-    i = int(np.argmax(over))
+    i = int(over.argmax())
     if over[i] <= 1.0:
         return None
     return Jump(i, float(steps[i]), float(limits[i]))
