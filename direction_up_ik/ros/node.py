@@ -40,8 +40,7 @@ from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterVal
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from std_msgs.msg import String
 
 from direction_up_ik.msg import CollisionObstacle, DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
@@ -52,6 +51,7 @@ from ..core.settings import search_settings
 from ..core.backend import (KERNELS_ABSENT, KERNELS_PREPARING, KERNELS_READY, kernel_state, prepare_kernels,
                             stop_preparing)
 from ..groups import solve_position_ik
+from .command_output import CommandOutput
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
                      bundled_end_effector_defaults, config_from_values, default_end_effector_names,
                      end_effector_parameters, obstacle_parameters)
@@ -139,8 +139,7 @@ class DirectionUpIKNode(Node):
         self._solve_lock = threading.Lock()
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
-        self._command_pub = self._make_command_publisher()
-        self._joint_command, self._joint_command_lock = JointState(), threading.Lock()
+        self._command_out = CommandOutput(self, self._config, self.commands)
         self.create_subscription(JointState, self._config.joint_states_topic, self._on_joint_state,
                                  QoSProfile(depth=10))
         self.create_subscription(DirectionUpCandidate, "~/target", self._on_target,
@@ -385,7 +384,7 @@ class DirectionUpIKNode(Node):
             f"{ees} (markers and LOCAL_AXES_CONFIGURED use these; LOCAL_AXES_DEFAULT targets use "
             f"+X/+Y); active joints {active}; tolerances {s.position_tol} m / {s.frame_tol_rad} rad, "
             f"max_iters {s.max_iters}; ~/solve answers with {mode}; command {c.command_type} on "
-            f"{self._command_pub.topic_name}; service {self.resolve_service_name('~/solve')}; "
+            f"{self._command_out.publisher.topic_name}; service {self.resolve_service_name('~/solve')}; "
             f"solver backend {self._backend_summary()}")
 
     def _backend_summary(self) -> str:
@@ -650,38 +649,9 @@ class DirectionUpIKNode(Node):
         return response
 
     # ------------------------------------------------------------- output
-    def _make_command_publisher(self):
-        kind = {"joint_state": JointState, "joint_trajectory": JointTrajectory,
-                "float64_multi_array": Float64MultiArray}[self._config.command_type]
-        return self.create_publisher(kind, self._config.command_topic, 10)
-
     def publish_command(self, q: np.ndarray) -> None:
-        """Publish joint positions (D,) in the configured command format."""
-        config, names = self._config, list(self._robot.joint_names)
-        if config.command_type == "joint_state":
-            with self._joint_command_lock:  # one kept message: publish serialises it at once
-                msg = self._joint_command
-                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(self.get_clock().now().nanoseconds,
-                                                                        1_000_000_000)
-                msg.name, msg.position = names, q.tolist()
-                self._command_pub.publish(msg)
-            self.commands.record(q, time.monotonic())
-            return
-        if config.command_type == "joint_trajectory":
-            msg = JointTrajectory()
-            msg.header.stamp = self.get_clock().now().to_msg()
-            msg.joint_names = names
-            point = JointTrajectoryPoint()
-            point.positions = q.tolist()
-            sec, nanosec = divmod(int(round(config.command_time_from_start * 1e9)), 1_000_000_000)
-            point.time_from_start.sec, point.time_from_start.nanosec = sec, nanosec
-            msg.points = [point]
-        else:
-            order = config.command_joint_order or tuple(names)
-            msg = Float64MultiArray()
-            msg.data = [float(q[self._joint_ids[n]]) for n in order]
-        self._command_pub.publish(msg)
-        self.commands.record(q, time.monotonic())
+        """Publish joint positions (D,) in the configured command format (``ros/command_output.py``)."""
+        self._command_out.publish(q, self._config, self._robot.joint_names, self._joint_ids)
 
 
 def main(args: Optional[List[str]] = None) -> int:
