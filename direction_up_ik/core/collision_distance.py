@@ -264,10 +264,9 @@ def bound_clearance(robot: RobotKinematics, parts: Parts, pairs: PairArrays):
         return None
     fixed = (_model_tuple(robot), parts.kernel_tuple(), pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair,
              pairs.cs_group)
-    example = (np.empty((1, robot.num_dofs)), *fixed, 0.0, False, np.empty(1), np.empty(1, dtype=np.int64))
-    types = tuple(kernels.clearance_rows.typeof_pyval(a) for a in example)
-    kernels.clearance_rows.compile(types)  # found among the loaded signatures (warm_up's)
-    compiled = kernels.clearance_rows.get_overload(types)
+    from .compiled.api import compiled_overload  # loaded with the kernels
+    compiled = compiled_overload(kernels.clearance_rows, np.empty((1, robot.num_dofs)), *fixed, 0.0, False,
+                                 np.empty(1), np.empty(1, dtype=np.int64))  # warm_up's signature
 
     def run(q: np.ndarray, stop_below: float, verdict_only: bool) -> Tuple[np.ndarray, np.ndarray]:
         if q.dtype != np.float64 or q.ndim != 2 or not q.flags.c_contiguous:

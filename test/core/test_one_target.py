@@ -336,7 +336,7 @@ def test_a_layouts_first_seeded_call_types_no_arguments(panda, monkeypatch):
 
     def typed(*args):
         raise AssertionError("a call typed its arguments")
-    monkeypatch.setattr(api, "_compiled_wrapper", typed)
+    monkeypatch.setattr(api, "compiled_overload", typed)
     found = [robo_search_ik_direction_up(panda, [c], max_position_error=MPE, max_rounds=2) for c in candidates]
     assert any(f.rounds > 1 for f in found)
 

@@ -309,9 +309,10 @@ class OneCandidate:
     kernels on the same values as :func:`search` of that one candidate, so the answers are the
     same: round 0 (``iteration.solve_rows``), then, where that does not settle it, the rounds
     of seeds (``search_rounds.search_rows``; they compute the query features and the anchor,
-    ``Search.own_query``), each through its compiled wrapper for these argument types. Numba's dispatcher would find the same ones by
-    typing every array on each call, and the entry points of :func:`search` allocate their
-    scratch and take their arrays into numba's runtime on every call. ``core.one_target``
+    ``Search.own_query``), each through its compiled function for these argument types
+    (:func:`compiled_overload`). Numba's dispatcher would find the same ones by typing every
+    array on each call, and the entry points of :func:`search` allocate their scratch and take
+    their arrays into numba's runtime on every call. ``core.one_target``
     keeps one per thread and layout (docs/performance.md, "One target").
 
     Args:
@@ -357,10 +358,10 @@ class OneCandidate:
         # value before reading it (a test runs them on scratch full of NaN).
         self.work = alloc_work(1, len(self.model.parent), e, len(self.config.active), d, self.config.stall_window)
         # The compiled kernels now, so that no call types its arguments inside its time budget.
-        self.solve = _compiled_wrapper(solve_rows, self.model, self.targets, self.config, self.state, self.work,
+        self.solve = compiled_overload(solve_rows, self.model, self.targets, self.config, self.state, self.work,
                                        False, 0)
         args = self._rounds_arguments((1, 1, False, 1, False))
-        self.rounds = _compiled_wrapper(search_rows, *args[:6], 0, *args[6:])
+        self.rounds = compiled_overload(search_rows, *args[:6], 0, *args[6:])
 
     def run(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
             up: Optional[np.ndarray], *, num_seeds: int, max_rounds: int, unlimited: bool,
@@ -425,7 +426,7 @@ class OneCandidate:
             active_dof_ids=self.active_dof_ids, device="cpu", backend="numba")
 
 
-def _compiled_wrapper(kernel, *args):
+def compiled_overload(kernel, *args):
     """The compiled function of the numba dispatcher ``kernel`` for arguments of the types of
     ``args`` (named tuples of arrays for its named tuples), to be called with arguments of
     exactly these types. Loaded entry points have loaded it (``numba_support.native_call``);
