@@ -37,7 +37,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .collision_distance import _node_frames, bound_clearance, pair_clearance, pairwise_collisions
+from .collision_distance import _node_frames, bound_clearance, pairwise_collisions, reference_clearance
 from .collision_parts import (SOLID_BOX, CollisionGeometryWarning, PairArrays, Parts, _adjacent_pairs,
                               _build_arrays, _geometry_key, _link_collision_parts, _obstacle_parts, _Part,
                               _parts_of, _read_srdf_disabled, _read_xml, _urdf_error)
@@ -296,15 +296,15 @@ class CollisionScene:
         return clearance > 0.0
 
     def _clearance(self, q: np.ndarray, stop_below: float, verdict_only: bool):
-        """(least, pair, body_pairs) of :func:`pair_clearance` for (B, D) float64 C-contiguous
-        ``q`` on the current obstacles, through the compiled check bound to them once the
-        kernels are ready (rebound when the obstacles change)."""
+        """(least, pair, body_pairs) of (B, D) float64 C-contiguous ``q`` on the current
+        obstacles (``collision_distance.bound_clearance``): through the compiled check bound to
+        them once the kernels are ready (rebound when the obstacles change), else in numpy."""
         parts, pairs, body_pairs = self.arrays()
         bound = self._bound
         if bound is None or bound[0] is not parts:
             run = bound_clearance(self.robot, parts, pairs)
             if run is None:
-                least, pair = pair_clearance(self.robot, parts, pairs, q, stop_below, verdict_only)
+                least, pair = reference_clearance(self.robot, parts, pairs, q)
                 return least, pair, body_pairs
             bound = self._bound = (parts, run)
         least, pair = bound[1](q, stop_below, verdict_only)

@@ -1,8 +1,9 @@
 """Distances between the parts of a collision scene: the numpy reference and the compiled kernel.
 
-:func:`pair_clearance` and :func:`pairwise_collisions` run on the compiled kernels
-(:mod:`.compiled.collision`) once the backend's kernels are ready in this process, else on
-the numpy reference here; both give the same values (``test/core/test_collision.py``).
+:func:`bound_clearance` (a scene's least distances) and :func:`pairwise_collisions` run on
+the compiled kernels (:mod:`.compiled.collision`) once the backend's kernels are ready in this
+process; until then :func:`reference_clearance` and the numpy reference here give the same
+values (``test/core/test_collision.py``).
 """
 
 
@@ -171,21 +172,10 @@ def _pair_distances(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: 
     return np.concatenate([cc, cs], axis=1)
 
 
-def pair_clearance(robot: RobotKinematics, parts: Parts, pairs: PairArrays, q: np.ndarray,
-                   stop_below: float, verdict_only: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-    """((B,) least distance, (B,) body pair of it (-1: no pair)) of (B, D) states ``q``; on the
-    compiled kernel when it is ready, else with numpy. ``stop_below``: a state's pairs may stop
-    once one is below it (its distance is then that pair's, not necessarily the least);
-    ``verdict_only``: only the sign of the distance matters (the kernel skips more)."""
-    kernel = _compiled_check()
-    if kernel is not None:
-        return kernel(robot, parts, pairs, q, stop_below, verdict_only)
-    return reference_clearance(robot, parts, pairs, q)
-
-
 def reference_clearance(robot: RobotKinematics, parts: Parts, pairs: PairArrays,
                         q: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """:func:`pair_clearance` in numpy: ((B,) least distance, (B,) its body pair)."""
+    """((B,) least distance, (B,) body pair of it (-1: no pair)) of (B, D) states ``q``, in numpy
+    (the distances :func:`bound_clearance` computes)."""
     b = len(q)
     if len(pairs.cc) + len(pairs.cs) == 0:
         return np.full(b, np.inf), np.full(b, -1, dtype=np.int64)
@@ -238,27 +228,14 @@ def _model_tuple(robot: RobotKinematics) -> tuple:
             arrays.node_axis_parent)
 
 
-def _compiled_check():
-    """The compiled form of :func:`pair_clearance` when ready, else None."""
-    kernels = _kernels()
-    if kernels is None:
-        return None
-
-    def run(robot, parts, pairs, q, stop_below, verdict_only=False):
-        b = len(q)
-        least, pair = np.empty(b), np.empty(b, dtype=np.int64)
-        kernels.clearance_rows(np.ascontiguousarray(q, dtype=np.float64), _model_tuple(robot), parts.kernel_tuple(),
-                               pairs.cc, pairs.cs, pairs.cc_pair, pairs.cs_pair, pairs.cs_group, float(stop_below),
-                               bool(verdict_only), least, pair)
-        return least, pair
-    return run
-
-
 def bound_clearance(robot: RobotKinematics, parts: Parts, pairs: PairArrays):
-    """The compiled :func:`pair_clearance` bound to one robot and one scene's arrays, or None
-    while the kernels are not ready: ``run(q, stop_below, verdict_only)`` of (B, D) float64
-    C-contiguous states ``q``. Its compiled function is found here, once: the dispatcher would
-    type some thirty arrays on every call."""
+    """The compiled clearance check bound to one robot and one scene's arrays, or None while
+    the kernels are not ready: ``run(q, stop_below, verdict_only)`` of (B, D) float64
+    C-contiguous states ``q`` gives ((B,) least distance, (B,) body pair of it, -1: no pair).
+    ``stop_below``: a state's pairs may stop once one is below it (its distance is then that
+    pair's, not necessarily the least); ``verdict_only``: only the sign of the distance
+    matters (the kernel skips more). Its compiled function is found here, once: the
+    dispatcher would type some thirty arrays on every call."""
     kernels = _kernels()
     if kernels is None:
         return None

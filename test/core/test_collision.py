@@ -86,7 +86,7 @@ def test_compiled_check_equals_the_reference(compiled_kernels):
     parts, pairs, body_pairs = scene.arrays()
     states = random_in_limits(robot, np.random.default_rng(6), 300)
     ref_least, ref_pair = collision_distance.reference_clearance(robot, parts, pairs, states)
-    least, pair = collision_distance._compiled_check()(robot, parts, pairs, states, -np.inf)
+    least, pair = collision_distance.bound_clearance(robot, parts, pairs)(states, -np.inf, False)
     np.testing.assert_allclose(least, ref_least, atol=1e-7)
     assert np.mean(pair == ref_pair) > 0.95  # (equal distances may name another pair)
     hits = collision_distance._compiled_pairwise()(robot, parts, pairs, states, len(body_pairs))
@@ -117,7 +117,7 @@ def test_the_scene_binds_the_compiled_check_to_its_current_obstacles(compiled_ke
     states = random_in_limits(robot, rng, 60)
     for _ in range(3):
         parts, pairs, body_pairs = scene.arrays()
-        least, pair = collision_distance._compiled_check()(robot, parts, pairs, states, -np.inf)
+        least, pair = collision_distance.bound_clearance(robot, parts, pairs)(states, -np.inf, False)
         report = scene.check(np.asfortranarray(states))  # any layout: the scene copies to C order
         assert scene._bound[0] is parts
         assert np.array_equal(report.clearance, least)
@@ -126,6 +126,22 @@ def test_the_scene_binds_the_compiled_check_to_its_current_obstacles(compiled_ke
         scene.set_obstacles(random_obstacles(rng, "dual_arm_torso", 6))
     with pytest.raises(TypeError, match="float64 C-contiguous"):
         scene._bound[1](states.astype(np.float32), -np.inf, False)
+
+
+def test_the_scene_checks_in_numpy_until_the_kernels_are_ready(monkeypatch):
+    from direction_up_ik.core import collision as collision_module
+    monkeypatch.setattr(collision_module, "bound_clearance", lambda robot, parts, pairs: None)  # not ready
+    robot = load_robot("dual_arm_torso")
+    scene = CollisionScene.from_urdf(robot, bundled_robot("dual_arm_torso").urdf_path(),
+                                     obstacles=random_obstacles(np.random.default_rng(9), "dual_arm_torso", 4))
+    states = random_in_limits(robot, np.random.default_rng(10), 20)
+    parts, pairs, body_pairs = scene.arrays()
+    least, pair = collision_distance.reference_clearance(robot, parts, pairs, states)
+    report = scene.check(states)
+    assert scene._bound is None  # nothing bound: a later check binds once the kernels are ready
+    assert np.array_equal(report.clearance, least)
+    assert report.closest_pair == tuple(body_pairs[p] if p >= 0 else ("", "") for p in pair.tolist())
+    assert np.array_equal(scene.collision_free(states), least > 0.0)
 
 
 # ------------------------------------------------------------------------ pair selection
