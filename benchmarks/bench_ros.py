@@ -32,7 +32,12 @@ d. **streaming**: a separate process publishes two-hand candidates on ``~/target
    (p50/p99) and of its last leg (the command's stamp -> arrival), commands per second, and
    how many solvable targets got no command (skipped:
    the subscription keeps only the newest target; targets the solver cannot reach from the
-   start state are found beforehand in process and counted apart).
+   start state are found beforehand in process and counted apart);
+d'. **streaming floor**: the same stream to the echo server, which sends each target's
+   positions straight back as a command (subscribed and published like the node's): the lag
+   of the two transport legs and executors without the node's work. Node and echo stream
+   in alternating segments (two each); the lags pooled per node and the node's lag beyond
+   the floor's are printed last.
 
 a, b, b' and c run interleaved (request i through all of them, then i + 1), so background load
 on a shared machine hits them alike; compare the ratios. Every service answer is checked to
@@ -176,7 +181,9 @@ def echo_server_main(argv) -> int:
     import threading
     import rclpy
     import rclpy.signals
-    from direction_up_ik.msg import CandidateResult, EndEffectorError
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from direction_up_ik.msg import CandidateResult, DirectionUpCandidate, EndEffectorError
     from direction_up_ik.ros.process import make_executor
     from direction_up_ik.robots import load_robot
     from direction_up_ik.srv import SolveDirectionUpIK
@@ -194,6 +201,21 @@ def echo_server_main(argv) -> int:
         results=[CandidateResult(joint_positions=[0.1] * len(joints), success=True, cost=0.0123457,
                                  iterations=4, stop_reason="converged", errors=errors)])
     node.create_service(SolveDirectionUpIK, "~/solve", lambda request, response: canned)
+    # The floor of the streaming lag: each ~/target straight back as a 16-joint command whose
+    # first values are the targets' positions (the driver matches them), subscribed and
+    # published as the node does (depth 1 in, 10 out).
+    command_pub = node.create_publisher(JointState, "~/joint_command", 10)
+    padding = [0.0] * len(joints)
+
+    def echo_target(msg) -> None:
+        values = [c for t in msg.targets for c in (t.position.x, t.position.y, t.position.z)]
+        command = JointState(name=joints, position=values + padding[len(values):])
+        command.header.stamp = node.get_clock().now().to_msg()
+        command_pub.publish(command)
+
+    node.create_subscription(DirectionUpCandidate, "~/target", echo_target,
+                             QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                                        reliability=ReliabilityPolicy.RELIABLE))
     executor = make_executor()  # the node's kind (DIRECTION_UP_IK_EXECUTOR)
     executor.add_node(node)
     while not stop.is_set() and rclpy.ok():
@@ -387,18 +409,23 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
         commands = []
         realtime_offset = time.time() - time.monotonic()  # the command's stamp is system time
         client.spin_in_background()
-        procs = {"new": node, "base": base_node}
-        order = ["new"] if base_node is None else ["new", "base", "new", "base"]
-        for key in set(order):
-            client.node.create_subscription(JointState, f"{procs[key].fqn}/joint_command",
+        fqns = {"new": node.fqn, "echo": f"{echo_ns}/{NODE_NAME}"}
+        if base_node is not None:
+            fqns["base"] = base_node.fqn
+        order = [key for key in ("new", "base", "echo") if key in fqns] * 2  # two segments each
+        for key, fqn in fqns.items():
+            client.node.create_subscription(JointState, f"{fqn}/joint_command",
                                             lambda m, key=key: commands.append((key, time.monotonic(), m)), 100)
         time.sleep(0.5)  # the subscriptions match
-        segments = []
+        segments, lags = [], {key: [] for key in fqns}
         for key in order:
-            seconds = stream_seconds / (len(order) // len(set(order)))
-            segments.append((key, stream_segment(mp, procs[key], judge, commands, ok, positions, seed, count,
-                                                 target_hz, seconds, realtime_offset, problems)))
+            segments.append((key, stream_segment(mp, fqns[key], key == "echo", judge, commands, ok, messages,
+                                                 positions, seed, count, target_hz, stream_seconds / 2,
+                                                 realtime_offset, problems, lags[key])))
         report["streaming"] = [dict(node=key, **segment) for key, segment in segments]
+        report["streaming_lag_ms"] = {key: dict(p50=round(1e3 * percentile(v, 50), 2),
+                                                p99=round(1e3 * percentile(v, 99), 2), matched=len(v))
+                                      for key, v in lags.items()}
         for proc in (node, base_node):
             if proc is None:
                 continue
@@ -430,14 +457,16 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
     return report
 
 
-def stream_segment(mp, node: NodeProcess, judge: Judge, commands: list, ok: np.ndarray, positions, seed: int,
-                   count: int, target_hz: float, seconds: float, realtime_offset: float, problems: list) -> dict:
-    """Stream targets to ``node``'s ``~/target`` for ``seconds`` from a separate process; its
+def stream_segment(mp, fqn: str, echo: bool, judge: Judge, commands: list, ok: np.ndarray, messages, positions,
+                   seed: int, count: int, target_hz: float, seconds: float, realtime_offset: float, problems: list,
+                   lags: list) -> dict:
+    """Stream targets to the ``~/target`` of node ``fqn`` for ``seconds`` from a separate process; its
     commands (``commands``: (node key, arrival, message) appended by the subscriptions) matched to
-    the targets. ``ok``: (K,) which targets the solver reaches. The figures of the segment."""
+    the targets, by FK, or for the ``echo`` server by the positions it copies back. ``ok``: (K,)
+    which targets the solver reaches. The figures of the segment; ``lags`` receives its lags (s)."""
     stop, out = mp.Event(), mp.Queue()
     streamer = mp.Process(target=_streamer, daemon=True,
-                          args=("targets", f"{node.fqn}/target", target_hz, stop, out, seconds, (seed, count)))
+                          args=("targets", f"{fqn}/target", target_hz, stop, out, seconds, (seed, count)))
     streamer.start()
     try:
         status, kind, data = out.get(timeout=120.0)
@@ -455,20 +484,52 @@ def stream_segment(mp, node: NodeProcess, judge: Judge, commands: list, ok: np.n
         stop_worker(streamer)
     received = [(t, m) for _, t, m in list(commands)]
     sends = data["sends"]
-    summary, stream_problems = analyse_commands(judge, received, sends, positions, t_start, t_end, max_lag_s=1.0)
-    problems.extend(stream_problems)
-    sent_solvable = int(sum(ok[k] for k, _ in sends))
+    mine = []
+    if echo:
+        summary = echo_lags(received, sends, messages, mine)
+        reachable = data["count"]  # the echo answers every target
+    else:
+        summary, stream_problems = analyse_commands(judge, received, sends, positions, t_start, t_end,
+                                                    max_lag_s=1.0, lags=mine)
+        problems.extend(stream_problems)
+        reachable = int(sum(ok[k] for k, _ in sends))
+    lags.extend(mine)
     # The last leg alone: the node's stamp (taken as it publishes) -> arrival here.
     leg = [t - (m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec - realtime_offset) for t, m in received]
     return dict(
         target_hz=target_hz, seconds=round(data["seconds"], 2), sent=data["count"],
-        sent_rate_hz=round(data["rate_hz"], 1), sent_solvable=sent_solvable,
+        sent_rate_hz=round(data["rate_hz"], 1), sent_solvable=reachable,
         commands=len(received), commands_per_s=round(len(received) / data["seconds"], 1),
-        matched=summary["matched"], skipped=sent_solvable - summary["matched"],
-        skipped_pct=round(100.0 * (sent_solvable - summary["matched"]) / max(1, sent_solvable), 2),
-        lag_ms=summary["lag_ms"], per_second_min=summary["per_second_min"],
+        matched=summary["matched"], skipped=reachable - summary["matched"],
+        skipped_pct=round(100.0 * (reachable - summary["matched"]) / max(1, reachable), 2),
+        lag_ms=summary["lag_ms"], per_second_min=summary.get("per_second_min"),
         command_leg_ms=dict(p50=round(1e3 * percentile(leg, 50), 2), p99=round(1e3 * percentile(leg, 99), 2)),
         unmatched=summary["unmatched"])
+
+
+def echo_lags(received, sends, messages, lags: list) -> dict:
+    """The echo server's commands matched to the streamed targets (``messages``, sent as
+    ``sends``: (index, time)) by the target positions each copies back, exactly; their lags (s)
+    are appended to ``lags`` (empty). A summary shaped like ``analyse_commands``' (the part the report prints)."""
+    def key(values):
+        return tuple(float(v) for v in values)
+
+    index = {key(c for t in m.targets for c in (t.position.x, t.position.y, t.position.z)): k
+             for k, m in enumerate(messages)}
+    width = len(next(iter(index)))
+    sent = {}
+    for k, t in sends:
+        sent.setdefault(k, t)
+    unmatched = 0
+    for t, m in received:
+        k = index.get(key(m.position[:width]))
+        if k is None or k not in sent:
+            unmatched += 1
+        else:
+            lags.append(t - sent[k])
+    return dict(matched=len(lags), unmatched=unmatched,
+                lag_ms=dict(p50=round(1e3 * percentile(lags, 50), 1), p99=round(1e3 * percentile(lags, 99), 1),
+                            max=round(1e3 * max(lags, default=math.nan), 1)))
 
 
 def print_report(r: dict) -> None:
@@ -510,6 +571,13 @@ def print_report(r: dict) -> None:
         print(f"  target -> command lag: p50 {t['lag_ms']['p50']} ms, p99 {t['lag_ms']['p99']} ms, "
               f"max {t['lag_ms']['max']} ms; of it the command's leg (node's stamp -> arrival): p50 "
               f"{t['command_leg_ms']['p50']} ms, p99 {t['command_leg_ms']['p99']} ms")
+    pooled = r.get("streaming_lag_ms")
+    if pooled:
+        floor = pooled["echo"]
+        print(f"streaming lag, all segments: echo server (floor) p50 {floor['p50']} / p99 {floor['p99']} ms"
+              + "".join(f"; {key} p50 {v['p50']} / p99 {v['p99']} ms (beyond the floor's: "
+                        f"{v['p50'] - floor['p50']:.2f} / {v['p99'] - floor['p99']:.2f})"
+                        for key, v in pooled.items() if key != "echo"))
     print(f"runtime {r['runtime_s']} s, node exit code {r['node_exit_code']}, problems: {len(r['problems'])}")
     for p in r["problems"][:10]:
         print("  -", p)

@@ -147,17 +147,19 @@ def client_worker(index: int, context, fqn: str, requests: int, seed: int, barri
 
 
 def analyse_commands(judge: Judge, commands, sends, target_positions, t_start: float, t_end: float,
-                     max_lag_s: float, timing: Optional[list] = None) -> tuple:
+                     max_lag_s: float, timing: Optional[list] = None, lags: Optional[list] = None) -> tuple:
     """(summary dict, problems) of the joint commands the streamed targets produced.
 
     The timing limits missed (a second of the client phase without a command, the lag p99 over
-    ``max_lag_s``) are problems too, or go to ``timing`` when it is given."""
+    ``max_lag_s``) are problems too, or go to ``timing`` when it is given. ``lags``: a list
+    that receives every matched command's lag (s)."""
     problems = []
     timing = problems if timing is None else timing
     send_times = {}
     for k, t in sends or []:
         send_times.setdefault(k, []).append(t)
-    lags, unmatched, bad = [], 0, 0
+    lags = [] if lags is None else lags
+    unmatched, bad = 0, 0
     for t, msg in commands:
         q = np.asarray(msg.position, dtype=np.float64)
         if list(msg.name) != judge.joint_names or q.shape != (len(judge.joint_names),) \
