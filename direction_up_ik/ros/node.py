@@ -124,6 +124,7 @@ class DirectionUpIKNode(Node):
         # The robot model and what depends on it: set once, by _adopt_model (at start-up, or when
         # the first valid description arrives on robot_description_topic).
         self._robot = None
+        self._kept_step_limits = None  # (config, joints, limits) of _step_limits
         self._description: Optional[str] = None
         self._joint_ids = {}
         self._joint_states: Optional[JointStateStore] = None
@@ -446,10 +447,7 @@ class DirectionUpIKNode(Node):
         if not response.success or start is None:
             return StreamOutcome(response, start, None, False)
         q = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
-        try:
-            limits = check_step_limits(self._config, self._robot.num_dofs)
-        except ConfigError:  # cannot happen: live updates are checked against the model
-            limits = np.full(self._robot.num_dofs, np.inf)
+        limits = self._step_limits()
         jump = first_jump(start, q, limits)
         fraction = 1.0
         if jump is not None:
@@ -481,6 +479,17 @@ class DirectionUpIKNode(Node):
             self.publish_command(q)
             response.message += "; command published"
         return StreamOutcome(response, start, None, publish, q if publish else None, fraction)
+
+    def _step_limits(self) -> np.ndarray:
+        """(D,) ``streaming.max_joint_step`` per joint of the model, built once per configuration."""
+        config, joints, kept = self._config, self._robot.num_dofs, self._kept_step_limits
+        if kept is None or kept[0] is not config or kept[1] != joints:
+            try:
+                limits = check_step_limits(config, joints)
+            except ConfigError:  # cannot happen: live updates are checked against the model
+                limits = np.full(joints, np.inf)
+            kept = self._kept_step_limits = (config, joints, limits)
+        return kept[2]
 
     def _approach(self, candidate: DirectionUpCandidate, start: np.ndarray, limits: np.ndarray,
                   walk: bool = False):

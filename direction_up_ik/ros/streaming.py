@@ -84,15 +84,24 @@ def step_limits(max_joint_step: Sequence[float], num_joints: int) -> np.ndarray:
     return values
 
 
-def first_jump(start: np.ndarray, solution: np.ndarray, limits: np.ndarray) -> Optional[Jump]:
-    """The joint whose step from ``start`` to ``solution`` (both (D,)) exceeds its limit by the
-    most (relative to the limit), or None when every step is within its limit."""
-    steps = np.asarray(solution, dtype=np.float64) - np.asarray(start, dtype=np.float64)
-    over = np.abs(steps) / limits
-    i = int(over.argmax())
-    if over[i] <= 1.0:
+def first_jump(start, solution, limits) -> Optional[Jump]:
+    """The joint whose step from ``start`` to ``solution`` (both (D,), finite) exceeds its limit
+    (``limits`` (D,), > 0) by the most relative to the limit, the first of equals; None when
+    every step is within its limit. On Python floats: it runs for every streamed command."""
+    start, solution, limits = _floats(start), _floats(solution), _floats(limits)
+    worst, joint = 1.0, -1
+    for i, limit in enumerate(limits):
+        over = abs(solution[i] - start[i]) / limit
+        if over > worst:
+            worst, joint = over, i
+    if joint < 0:
         return None
-    return Jump(i, float(steps[i]), float(limits[i]))
+    return Jump(joint, solution[joint] - start[joint], limits[joint])
+
+
+def _floats(values) -> list:
+    """``values`` (D,) as a list of Python floats."""
+    return values.tolist() if isinstance(values, np.ndarray) else [float(v) for v in values]
 
 
 def slerp(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:

@@ -45,6 +45,26 @@ def test_first_jump_names_the_joint_most_beyond_its_limit():
     assert first_jump(np.zeros(3), np.array([0.0, 0.0, 1e9]), np.array([0.1, 0.1, np.inf])) is None
 
 
+def test_first_jump_matches_the_array_definition():
+    """The joint of the largest |step| / limit above 1 (argmax: the first of equals), None when
+    none is above: random states, steps at and on either side of their limits, ties, .inf limits."""
+    rng = np.random.default_rng(7)
+    for trial in range(500):
+        d = int(rng.integers(1, 17))
+        limits = rng.choice([0.05, 0.1, 0.3, np.inf], size=d)
+        start = rng.uniform(-3.0, 3.0, d)
+        ratio = rng.choice([0.0, 0.5, 1.0, 1.5, 2.0, 3.0], size=d) * rng.choice([-1.0, 1.0], size=d)
+        solution = start + ratio * np.where(np.isinf(limits), 1.0, limits)
+        over = np.abs(solution - start) / limits
+        i = int(over.argmax())
+        jump = first_jump(start, solution, limits)
+        if over[i] <= 1.0:
+            assert jump is None, trial
+        else:
+            assert (jump.joint, jump.step, jump.limit) == (i, solution[i] - start[i], limits[i]), trial
+        assert first_jump(list(start), tuple(solution), limits.tolist()) == jump  # any sequences
+
+
 def test_last_command_expires_after_the_timeout():
     memory = CommandMemory()
     assert memory.last(now=0.0, timeout=1.0) is None
