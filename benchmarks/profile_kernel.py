@@ -67,8 +67,10 @@ def _short_name(mangled: str) -> str:
 def write_perf_map(path: str) -> int:
     """Name the kernel's compiled functions for perf: "<start> <size> <name>" lines (hex)."""
     entries = []
-    kernels = (iteration.run_serial, iteration.solve_rows, iteration.solve_block, search_rounds.run_search,
-               search_rounds.search_rows, seed_scan.nearest_ranks)
+    # Every compiled entry point of the kernel modules (numba dispatchers have ``overloads``);
+    # the helpers inlined into them or called through their symbols are in their libraries.
+    kernels = {id(k): k for module in (iteration, search_rounds, seed_scan, compiled.api)
+               for k in vars(module).values() if hasattr(k, "overloads")}.values()
     for kernel in [overload for kernel in kernels for overload in kernel.overloads.values()]:
         engine = kernel.library._codegen._engine._ee
         for function in kernel.library._final_module.functions:
