@@ -43,7 +43,7 @@ class Layout:
         kernel: its ``compiled.OneCandidate``, which holds the compiled search's library and
             selection arrays (``search.seed_arrays_of``);
         library_size: the states of that library;
-        plans: ``search.kernel_rounds``' plans of its searches' options, None where the
+        plans: ``search_plan.kernel_rounds``' plans of its searches' options, None where the
             compiled rounds do not serve them (kept by ``search_api._search_one_target``).
     """
 

@@ -9,9 +9,9 @@ seeds each, all seeds of a round in one vectorised batch, until each
 candidate has enough successes, a time budget or a round limit is reached.
 The seeds are, by default, the states of a fixed library whose TCP poses lie
 nearest the target (:mod:`.seeds`), next-nearest in each further round; after
-``UNIFORM_ROUNDS`` rounds (with a round limit; with a time budget alone, after the library's
-end) a second library, of states near the joint limits, takes turns with it
-(:func:`seed_source`); ``seeding="random"`` draws them uniformly instead.
+``search_plan.UNIFORM_ROUNDS`` rounds (with a round limit; with a time budget alone, after the
+library's end) a second library, of states near the joint limits, takes turns with it
+(:func:`~.search_plan.seed_source`); ``seeding="random"`` draws them uniformly instead.
 Within a round a candidate's seeds are tried one after another, nearest first
 (a relay, in one batch with the other candidates' seeds): a seed starts when the
 one before it has stopped, and once as many have converged as the candidate still
@@ -52,6 +52,8 @@ from .problem import IKProblem
 from .result import (STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult, merged_backend,
                      replace_rows, select_rows)
 from .seeds import LIBRARY_SIZE, library_for, limit_library_for, pose_features, random_starts, start_bounds
+from .search_plan import (center_scales, closeness, kernel_rounds, seed_anchor, seed_source, selection_score,
+                          uniform_rounds)
 from .settings import search_settings
 
 #: A search of at least this many candidates that cannot run whole in compiled code runs as
@@ -59,12 +61,6 @@ from .settings import search_settings
 #: candidates (:func:`search_problem`): the slices' Python and seed-ranking steps then
 #: overlap the other slices' solves. Results are the same.
 SPLIT_MIN_CANDIDATES = 128
-
-#: Rounds of seeds from the uniform library before the library near the limits takes turns with
-#: it (:func:`seed_source`), in a search of counted rounds (:func:`uniform_rounds`). The compiled
-#: search runs these rounds; later ones run in Python (:func:`_search` resumes), few candidates
-#: being left by then (docs/performance.md, "Later rounds from a library near the limits").
-UNIFORM_ROUNDS = 3
 
 #: accept(candidate_index, joint_q (D,) float32) -> bool; False rejects a solution.
 AcceptFn = Callable[[int, np.ndarray], bool]
@@ -82,9 +78,9 @@ class SearchResult:
             ``cost`` is joint motion from the current state as in the spec;
             ``best_index`` follows ``selection``; ``iterations`` those of that start).
             A candidate without an accepted success reports the attempt that came
-            nearest (:func:`closeness`: least weighted squared error; the first of
-            equal ones, round 0 first), so its errors tell "far out of reach" from
-            "almost".
+            nearest (:func:`~.search_plan.closeness`: least weighted squared error; the
+            first of equal ones, round 0 first), so its errors tell "far out of reach"
+            from "almost".
         rounds: rounds run, round 0 (the current state) included;
         starts: (B,) starts solved per candidate (a round's seeds after its last needed
             success are not);
@@ -159,111 +155,6 @@ def _best_of_each(owner: np.ndarray, score: np.ndarray) -> np.ndarray:
     first = np.ones(len(order), dtype=bool)
     first[1:] = owner[order[1:]] != owner[order[:-1]]
     return order[first]
-
-
-def uniform_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int) -> int:
-    """Rounds of seeds from the uniform library before the library near the limits takes turns
-    with it (:func:`seed_source`): ``UNIFORM_ROUNDS`` when the rounds are counted
-    (``max_rounds``); with a time budget alone, every round the uniform library of
-    ``library_size`` states holds. The compiled search runs those rounds, a round in a fraction
-    of a Python round's time, and a budget then reaches the uniform library's deep ranks as
-    before; a Python round is affordable where few rounds are left (docs/performance.md)."""
-    if max_rounds is None:
-        return library_size // num_seeds
-    return UNIFORM_ROUNDS
-
-
-def seed_source(round_index: int, num_seeds: int, first_rounds: Optional[int] = None):
-    """(near_limits, first rank) of the library seeds of round ``round_index`` (1 = the first
-    round of seeds): rounds 1 .. ``first_rounds`` (:func:`uniform_rounds`) take the uniform
-    library's ranks (0 = nearest) one round after another; after them the library near the limits
-    (``seeds.limit_library_for``, from its nearest) and the uniform library's next ranks take
-    turns, the library near the limits first. Targets whose in-limit solutions lie near the
-    limits get seeds there, and the others keep the uniform library's next seeds every other round.
-    ``first_rounds`` None: ``UNIFORM_ROUNDS``."""
-    first_rounds = UNIFORM_ROUNDS if first_rounds is None else first_rounds
-    if round_index <= first_rounds:
-        return False, (round_index - 1) * num_seeds
-    later = round_index - first_rounds - 1
-    if later % 2 == 0:
-        return True, (later // 2) * num_seeds
-    return False, (first_rounds + later // 2) * num_seeds
-
-
-def kernel_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int, timed: bool):
-    """(rounds of seeds the compiled search runs, whether the Python rounds may go on after them)
-    for a search of ``num_seeds`` seeds per round and ``max_rounds`` (None: until the deadline;
-    ``timed``: the search has one) on a uniform library of ``library_size`` states: the uniform
-    rounds (:func:`uniform_rounds`) that library holds; later rounds (and those past a small
-    library's end) are :func:`_search`'s. None when the library holds no round of seeds, or
-    for rounds until every candidate succeeds (neither a round limit nor a deadline: random
-    draws after the library): the Python rounds then do all."""
-    if num_seeds == 0:
-        return 0, False
-    if max_rounds is None and not timed:
-        return None
-    rounds = min(uniform_rounds(num_seeds, max_rounds, library_size), library_size // num_seeds)
-    if max_rounds is not None and max_rounds <= rounds:
-        return max_rounds, False
-    return (rounds, True) if rounds else None
-
-
-def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selection: str) -> np.ndarray:
-    """(n,) score, lower is better: the spec cost, or squared normalised distance to limit centres.
-
-    ``q``: (n, D) joints (any float dtype; float64 arithmetic); ``cost``: (n,), inf = not a success.
-    """
-    if selection == "least_motion":
-        return cost
-    mid, half, bounded = _center_scales(problem)
-    z = np.where(bounded, (q[:, problem.active].astype(np.float64) - mid) / half, 0.0)
-    return np.where(np.isfinite(cost), np.sum(z * z, axis=-1), np.inf)
-
-
-def closeness(problem: IKProblem, result: IKBatchResult, rows=slice(None)) -> np.ndarray:
-    """(n,) how near each of ``result``'s ``rows`` came, lower is nearer: per target
-    (position_weight e_p)^2 + (rotation_weight e_d)^2 + (rotation_weight e_u)^2 of its
-    unweighted errors (the parts it leaves free out), summed target by target: the solver's
-    weighted squared residual. The compiled search's is ``search_rounds.closeness``."""
-    weights = problem.settings
-    parts = (result.position_error[rows], result.direction_error[rows], result.up_error[rows])
-    total = np.zeros(len(parts[0]))
-    for e in range(parts[0].shape[1]):
-        term = (weights.position_weight * parts[0][:, e]) ** 2
-        for angle in (parts[1][:, e], parts[2][:, e]):
-            term = term + np.where(np.isnan(angle), 0.0, (weights.rotation_weight * angle) ** 2)
-        total = total + term
-    return total
-
-
-def _center_scales(problem: IKProblem):
-    """(mid, half, bounded), each (A,): the limit-centre score's centre and half range of
-    each active joint, and whether it counts (both bounds finite and apart; else mid 0,
-    half 1)."""
-    a = problem.active
-    lo, hi = problem.lower[a], problem.upper[a]
-    center, bounded = _limit_centers(problem)
-    bounded = bounded[a] & (hi > lo)
-    mid = np.where(bounded, center[a], 0.0)
-    half = np.where(bounded, 0.5 * (np.where(bounded, hi, 1) - np.where(bounded, lo, 0)), 1.0)
-    return mid, half, bounded
-
-
-def seed_anchor(problem: IKProblem, selection: str) -> np.ndarray:
-    """(D,) joint state the library's seeds turn their periodic joints towards (whole turns,
-    :meth:`~.seeds.SeedLibrary.seeds`): the current state for "least_motion", the limit
-    centres (bounded joints) for "limit_center"."""
-    if selection == "least_motion":
-        return problem.q_initial
-    center, bounded = _limit_centers(problem)
-    return np.where(bounded, center, problem.q_initial)
-
-
-def _limit_centers(problem: IKProblem):
-    """((D,) centres of the joint bounds, 0 where unbounded; (D,) bool, both bounds finite)."""
-    bounded = np.isfinite(problem.lower) & np.isfinite(problem.upper)
-    center = 0.5 * (np.where(bounded, problem.lower, 0.0) + np.where(bounded, problem.upper, 0.0))
-    return center, bounded
 
 
 def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optional[float] = None,
@@ -396,9 +287,10 @@ COMPILED_SEARCH = True
 
 #: What :func:`_compiled_search` found: a SearchResult's result, rounds, starts, successes,
 #: timed_out, iterations, and each candidate's ``best_score`` (inf: none) and ``closest`` (the
-#: :func:`closeness` of the attempt reported where no success; None when round 0 settled
-#: every candidate); ``used_up``: the kernel's rounds (:func:`kernel_rounds`) ended before the
-#: deadline and the round limit with candidates pending (:func:`_search` goes on from there).
+#: :func:`~.search_plan.closeness` of the attempt reported where no success; None when round 0
+#: settled every candidate); ``used_up``: the kernel's rounds
+#: (:func:`~.search_plan.kernel_rounds`) ended before the deadline and the round limit with
+#: candidates pending (:func:`_search` goes on from there).
 _Compiled = namedtuple("_Compiled", ("result", "rounds", "starts", "successes", "best_score", "timed_out",
                                      "used_up", "iterations", "closest"))
 
@@ -412,10 +304,10 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     does not apply, and :func:`_search` runs: numba unavailable or off for this robot,
     candidates of several constraint patterns, no active joint, untimed rounds without a
     round limit, or a numerical failure (which :func:`_search` raises). It runs the
-    uniform library's first rounds (:func:`kernel_rounds`); candidates still pending after them
-    with rounds left before the deadline and the round limit come back ``used_up``:
-    :func:`_search` goes on from them (the library near the limits, random draws after the
-    libraries), as it would have."""
+    uniform library's first rounds (:func:`~.search_plan.kernel_rounds`); candidates still
+    pending after them with rounds left before the deadline and the round limit come back
+    ``used_up``: :func:`_search` goes on from them (the library near the limits, random draws
+    after the libraries), as it would have."""
     module = compiled_backend(problem) if COMPILED_SEARCH else None
     b = problem.num_candidates
     if module is None or b == 0 or len(problem.active) == 0:
@@ -461,7 +353,7 @@ def seed_arrays_of(problem: IKProblem, num_seeds: int, rounds: int, selection: s
     query = pose_features(problem.target_position, problem.target_direction, problem.target_up,
                           has_direction, has_up)
     if selection == "limit_center":
-        mid, half, bounded = (np.ascontiguousarray(x) for x in _center_scales(problem))
+        mid, half, bounded = (np.ascontiguousarray(x) for x in center_scales(problem))
     else:
         mid, half, bounded = np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)
     return dict(leaves=leaves, query=np.ascontiguousarray(query, dtype=np.float64), lib_q=lib_q,

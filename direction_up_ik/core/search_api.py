@@ -24,6 +24,7 @@ from .problem import IKProblem, build_problem
 from .result import frozen_instance
 from . import search as engine  # its module attributes: tests switch paths there
 from .search import NO_PAIR, AcceptFn, SearchResult, _Compiled
+from .search_plan import kernel_rounds
 from .seeds import LIBRARY_SIZE, library_for, limit_library_for
 from .settings import SEARCH_SOLVER_DEFAULTS, SearchSettings, SolverSettings, search_settings, solver_settings
 from .targets import DirectionUpTarget
@@ -58,7 +59,7 @@ def warm_up_search(robot: RobotKinematics, candidates=None, active_dof_ids=None,
         problem = build_problem(robot, example, active_dof_ids, "cpu", root_world_xform, settings,
                                 joint_bounds=joint_bounds)
         library_for(problem).prepare(problem)
-        limit_library_for(problem).prepare(problem)  # the later rounds' (search.seed_source)
+        limit_library_for(problem).prepare(problem)  # the later rounds' (search_plan.seed_source)
     library_for(problem).nearest(problem, np.arange(1), 0, 1)  # loads the compiled scan, if ready
     module = compiled_backend(problem)
     if module is not None and not module.search_loaded():
@@ -150,7 +151,7 @@ def _search_one_target(robot, candidates, device, settings, options) -> Optional
     key = (num_seeds, max_rounds, deadline is not None, LIBRARY_SIZE)
     plan = layout.plans.get(key, False)
     if plan is False:
-        plan = engine.kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE, deadline is not None)
+        plan = kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE, deadline is not None)
         if plan is not None and plan[0] * num_seeds > layout.library_size:
             plan = None
         if len(layout.plans) >= 16:
@@ -222,7 +223,7 @@ def robo_search_ik_direction_up(
         seeding: where the rounds after round 0 start: "nearest" (default) the states of
             a fixed library (:mod:`.seeds`) whose TCP poses are nearest the target (with
             ``max_rounds``, after three rounds taking turns with a library of states near the
-            joint limits, ``search.seed_source``), "random" uniform random states (slower, see
+            joint limits, ``search_plan.seed_source``), "random" uniform random states (slower, see
             docs/performance.md).
         accept: optional callback rejecting solutions (MoveIt's solution callback).
         collision_scene: optional :class:`~.collision.CollisionScene` of this robot: a

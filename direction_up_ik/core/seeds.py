@@ -10,7 +10,7 @@ k-d tree for many (:meth:`SeedLibrary.nearest`); the compiled search
 
 A second library of ``LIMIT_LIBRARY_SIZE`` states with most joints near a bound
 (:func:`near_limit_starts`, :func:`limit_library_for`) serves the search's later rounds
-(``search.seed_source``). A target reached only near the limits has few uniform states near it
+(``search_plan.seed_source``). A target reached only near the limits has few uniform states near it
 in pose that lie in its in-limit branch: its pose-nearest uniform states sit in other branches,
 and their solves end pinned at a limit (docs/performance.md, "Later rounds from a library near
 the limits").

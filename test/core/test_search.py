@@ -9,6 +9,7 @@ from direction_up_ik import (DirectionUpTarget, InputValidationError, robo_searc
                              robo_solve_ik_direction_up_multi_batch)
 from helpers import random_configurations, reachable_candidates
 from direction_up_ik.core import search as search_module
+from direction_up_ik.core import search_plan
 from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS
 
 from helpers import mid_range
@@ -261,7 +262,7 @@ def test_a_numerical_failure_in_a_split_search_names_the_candidates_of_one_searc
 def _python_and_compiled(robot, candidates, monkeypatch, **kwargs):
     """(the search by the Python rounds, the compiled search) of the same call; asserts that
     the compiled one ran its rounds without falling back to the Python rounds (which may only go
-    on from them: the rounds after ``search.UNIFORM_ROUNDS``)."""
+    on from them: the rounds after ``search_plan.UNIFORM_ROUNDS``)."""
     monkeypatch.setattr(search_module, "COMPILED_SEARCH", False)
     python = robo_search_ik_direction_up(robot, candidates, **kwargs)
     monkeypatch.setattr(search_module, "COMPILED_SEARCH", True)
@@ -388,18 +389,18 @@ def test_the_compiled_search_leaves_rounds_beyond_its_library_to_the_python_roun
 
 def test_later_rounds_take_turns_between_the_library_near_the_limits_and_the_uniform_one():
     # (near_limits, first rank) of rounds 1 .. 8 of 4 seeds: three uniform rounds, then turns.
-    sources = [search_module.seed_source(r, 4) for r in range(1, 9)]
-    assert search_module.UNIFORM_ROUNDS == 3
+    sources = [search_plan.seed_source(r, 4) for r in range(1, 9)]
+    assert search_plan.UNIFORM_ROUNDS == 3
     assert sources == [(False, 0), (False, 4), (False, 8), (True, 0), (False, 12), (True, 4), (False, 16), (True, 8)]
     # Counted rounds switch after three; a time budget alone keeps the whole uniform library first.
-    assert search_module.uniform_rounds(4, 5, 4096) == 3
-    assert search_module.uniform_rounds(4, None, 4096) == 1024
-    assert search_module.seed_source(1025, 4, 1024) == (True, 0)
+    assert search_plan.uniform_rounds(4, 5, 4096) == 3
+    assert search_plan.uniform_rounds(4, None, 4096) == 1024
+    assert search_plan.seed_source(1025, 4, 1024) == (True, 0)
 
 
 def test_the_compiled_search_runs_the_uniform_rounds_and_leaves_the_rest_to_python():
     """``kernel_rounds``: (the compiled search's rounds, whether Python rounds may follow)."""
-    kernel_rounds = search_module.kernel_rounds
+    kernel_rounds = search_plan.kernel_rounds
     assert kernel_rounds(0, None, 4096, False) == (0, False)  # round 0 only
     assert kernel_rounds(4, 2, 4096, False) == (2, False)  # all of them uniform rounds
     assert kernel_rounds(4, 5, 4096, True) == (3, True)  # then turns with the library near the limits
@@ -434,7 +435,7 @@ def test_poses_reached_only_near_the_limits_are_solved_from_the_library_near_the
     reached = panda.tcp_transforms(q)[:, 0]
     assert np.all(np.linalg.norm(reached[:, :3, 3] - tcp[:, :3, 3], axis=-1) < 1e-3)
     # Every round from the uniform library (the search before the library near the limits): none.
-    monkeypatch.setattr(search_module, "UNIFORM_ROUNDS", 5)
+    monkeypatch.setattr(search_plan, "UNIFORM_ROUNDS", 5)
     before = robo_search_ik_direction_up(panda, cands, **kwargs)
     assert not before.result.success.any()
     np.testing.assert_array_equal(before.starts, 21)

@@ -399,7 +399,7 @@ def test_after_warm_up_no_search_builds_a_seed_index_for_a_named_convention(requ
                     local = (None, None) if tcp_axes else ()
                     cands.append(tuple(DirectionUpTarget(e, t[e, :3, 3], d[e], u[e], *local) for e in ees))
                 for batch in (cands[:1], cands):  # one target (the compiled scan) and a batch (the tree)
-                    # round 4 seeds from the library near the limits (search.seed_source)
+                    # round 4 seeds from the library near the limits (search_plan.seed_source)
                     found = robo_search_ik_direction_up(robot, batch, max_position_error=0.03, num_seeds=4,
                                                         max_rounds=4, seeding="nearest")
                     searched += int(found.rounds > 1)

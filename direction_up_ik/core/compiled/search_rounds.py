@@ -22,7 +22,7 @@ def selection_score(config, search, state, b, scratch):
     """The search's score of solved row b of ``state`` (lower is better, a success assumed):
     its cost (least motion), or with ``search.limit_center`` the squared normalised distance
     of its active joints to the limit centres, summed like ``np.sum`` (the reference's
-    ``core.search.selection_score``)."""
+    ``core.search_plan.selection_score``)."""
     if not search.limit_center:
         return state.cost[b]
     q = state.q[b]
@@ -39,7 +39,7 @@ def selection_score(config, search, state, b, scratch):
 def closeness(config, err):
     """How near a solved row came, lower is nearer: per slot (w_pos e_p)^2 + (w_rot e_d)^2 +
     (w_rot e_u)^2 of its unweighted errors ``err`` (3, E), the free parts (NaN) left out, summed
-    slot by slot (the reference's ``core.search.closeness``)."""
+    slot by slot (the reference's ``core.search_plan.closeness``)."""
     total = 0.0
     for e in range(err.shape[1]):
         x = config.w_pos * err[0, e]
