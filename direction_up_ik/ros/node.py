@@ -9,7 +9,7 @@ Interfaces (names relative to the node's namespace):
 * publishes the command on ``command.topic`` as ``sensor_msgs/JointState``,
   ``trajectory_msgs/JointTrajectory`` or ``std_msgs/Float64MultiArray``; streamed solves
   (``~/target``, drags) start from the last command and are held when a joint would jump
-  (:mod:`direction_up_ik.ros.streaming`);
+  (:mod:`direction_up_ik.ros.streaming_node`, its rules in :mod:`direction_up_ik.ros.streaming`);
 * with ``robot_description_topic``: subscribes that ``std_msgs/String`` (transient local)
   and comes up when the first valid URDF arrives; until then requests get NO_ROBOT_MODEL;
 * with ``markers.enabled``: RViz interactive markers on ``<markers.namespace>/...`` and
@@ -28,7 +28,6 @@ import array
 import dataclasses
 import sys
 import threading
-import time
 from typing import List, Optional
 
 import numpy as np
@@ -55,16 +54,16 @@ from .command_output import CommandOutput
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
                      bundled_end_effector_defaults, config_from_values, default_end_effector_names,
                      end_effector_parameters, obstacle_parameters)
-from .conversions import (STOP_IN_COLLISION, RequestError, approach_ends, candidate_between, fill_response,
-                          search_options, settings_with_overrides, streaming_request, targets_from_candidates,
-                          with_collisions)
+from .conversions import (STOP_IN_COLLISION, RequestError, fill_response, search_options,
+                          settings_with_overrides, targets_from_candidates, with_collisions)
 from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_collision_scene
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .log_throttle import LogThrottle, prime_caller_lookup
 from .process import run_node
 from .robot_model import check_step_limits, load_group_solvers, load_robot_model, robot_description_text
-from .streaming import CommandMemory, StreamOutcome, approach_steps, first_jump
+from .streaming import CommandMemory
+from .streaming_node import StreamingSolves
 
 Response = SolveDirectionUpIK.Response
 
@@ -99,7 +98,7 @@ def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
     return d
 
 
-class DirectionUpIKNode(Node):
+class DirectionUpIKNode(StreamingSolves, Node):
     """The solver node. Raises ConfigError from the constructor on bad configuration."""
 
     def __init__(self, node_name: str = "direction_up_ik_node", **kwargs) -> None:
@@ -124,7 +123,6 @@ class DirectionUpIKNode(Node):
         # The robot model and what depends on it: set once, by _adopt_model (at start-up, or when
         # the first valid description arrives on robot_description_topic).
         self._robot = None
-        self._kept_step_limits = None  # (config, joints, limits) of _step_limits
         self._description: Optional[str] = None
         self._joint_ids = {}
         self._joint_states: Optional[JointStateStore] = None
@@ -406,114 +404,6 @@ class DirectionUpIKNode(Node):
 
     def _on_solve(self, request, response):
         return self.solve(request, response)
-
-    def _on_target(self, msg: DirectionUpCandidate) -> None:
-        outcome = self.stream(msg, self._config.publish_streaming)
-        response = outcome.response
-        if response.error_code not in (Response.SUCCESS, Response.NO_SOLUTION) \
-                and self._log_throttle.due("target_rejected", 2.0):
-            self.get_logger().warning(f"~/target rejected: {response.message}")
-
-    # ------------------------------------------------------------ streaming
-    def streaming_start(self) -> Optional[np.ndarray]:
-        """(D,) start of a ~/target solve: the last published command while it is at most
-        ``streaming.last_command_timeout`` old (``streaming.start_from`` last_command), else the
-        joint states; None when they are incomplete (the solve then reports NO_JOINT_STATE)."""
-        config = self._config
-        if config.streaming_start_from == "last_command":
-            last = self.commands.last(time.monotonic(), config.streaming_last_command_timeout)
-            if last is not None:
-                return last[0]
-        q = self._joint_states.latest()
-        return q if np.isfinite(q).all() else None
-
-    def stream(self, candidate: DirectionUpCandidate, publish: bool, start: Optional[np.ndarray] = None,
-               search: bool = False, approach: str = "step") -> StreamOutcome:
-        """Solve one streamed candidate from ``start`` (D,) (None: :meth:`streaming_start`) and
-        publish its solution when ``publish``, unless a joint would step farther than
-        ``streaming.max_joint_step`` from the start. Then :meth:`_approach` the target:
-        ``approach`` "step" (~/target) publishes the farthest continuous step toward it within
-        the limit, "walk" (marker drags) its solution at the end of a continuous path. Without
-        either the command is held (counted, warned). Never raises. ``search``: the node's
-        search instead of the single start (a marker's retry)."""
-        if self._robot is None:
-            response = self.solve(streaming_request(candidate, False), SolveDirectionUpIK.Response())
-            return StreamOutcome(response, None, None, False)
-        if start is None:
-            start = self.streaming_start()
-        names = list(self._robot.joint_names) if start is not None else []
-        request = streaming_request(candidate, False, names, start if start is not None else (), search)
-        response = self.solve(request, SolveDirectionUpIK.Response())
-        if not response.success or start is None:
-            return StreamOutcome(response, start, None, False)
-        q = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
-        limits = self._step_limits()
-        jump = first_jump(start, q, limits)
-        fraction = 1.0
-        if jump is not None:
-            found = self._approach(candidate, start, limits, walk=approach == "walk")
-            if found is not None:
-                q, fraction = found
-                if fraction < 1.0:
-                    count = self.commands.count_approached()
-                    joint = self._robot.joint_names[jump.joint]
-                    response.message += (f"; approaching: {100 * fraction:.0f} % of the way (the target's "
-                                         f"solution moves joint '{joint}' by {jump.step:+.3f})")
-                    if self._log_throttle.due("approach", 1.0):
-                        self.get_logger().warning(
-                            f"streamed target too far for one command ({count} approach steps so far): joint "
-                            f"'{joint}' would step {jump.step:+.3f} > streaming.max_joint_step {jump.limit:g}; "
-                            "commanding steps toward it")
-                jump = None
-        if jump is not None:
-            held = self.commands.count_held()
-            joint = self._robot.joint_names[jump.joint]
-            detail = (f"joint '{joint}' would step {jump.step:+.3f} (rad or m) > streaming.max_joint_step "
-                      f"{jump.limit:g}")
-            response.message += f"; held, not published: {detail}"
-            if self._log_throttle.due("held", 1.0):
-                self.get_logger().warning(f"streamed solution held ({held} so far): {detail}; the stream "
-                                          "goes on from the last command")
-            return StreamOutcome(response, start, jump, False)
-        if publish:
-            self.publish_command(q)
-            response.message += "; command published"
-        return StreamOutcome(response, start, None, publish, q if publish else None, fraction)
-
-    def _step_limits(self) -> np.ndarray:
-        """(D,) ``streaming.max_joint_step`` per joint of the model, built once per configuration."""
-        config, joints, kept = self._config, self._robot.num_dofs, self._kept_step_limits
-        if kept is None or kept[0] is not config or kept[1] != joints:
-            try:
-                limits = check_step_limits(config, joints)
-            except ConfigError:  # cannot happen: live updates are checked against the model
-                limits = np.full(joints, np.inf)
-            kept = self._kept_step_limits = (config, joints, limits)
-        return kept[2]
-
-    def _approach(self, candidate: DirectionUpCandidate, start: np.ndarray, limits: np.ndarray,
-                  walk: bool = False):
-        """A continuous way toward ``candidate`` from ``start`` (D,): sub-targets from the TCPs at
-        ``start`` to the targets (positions on the line, directions and ups on great circles, in
-        each target's frame), each solved from the one before and within ``limits`` (D,) of it.
-        Returns (q (D,), fraction of the way): the farthest sub-target also within the limits of
-        ``start``, or with ``walk`` the target itself; None when there is none (not even the
-        first sub-step, or with ``walk`` any sub-step breaks the way)."""
-        tcp = self._robot.tcp_transforms(np.asarray(start, dtype=np.float64))
-        starts, ends = approach_ends(candidate, tcp, self._frames, self._config.end_effectors)
-        steps = approach_steps(starts, ends)
-        names, best, q_prev = list(self._robot.joint_names), None, start
-        for k in range(1, steps + 1):
-            s = k / steps
-            sub = candidate_between(candidate, starts, ends, s)
-            response = self.solve(streaming_request(sub, False, names, q_prev), SolveDirectionUpIK.Response())
-            if not response.success:
-                break
-            q = np.asarray(response.results[response.best_index].joint_positions, dtype=np.float64)
-            if first_jump(q_prev, q, limits) is not None or (not walk and first_jump(start, q, limits) is not None):
-                break
-            best, q_prev = (q, s), q
-        return best if not walk or (best is not None and best[1] == 1.0) else None
 
     # -------------------------------------------------------------- solving
     def solve(self, request, response):
