@@ -484,16 +484,14 @@ def stream_segment(mp, fqn: str, echo: bool, judge: Judge, commands: list, ok: n
         stop_worker(streamer)
     received = [(t, m) for _, t, m in list(commands)]
     sends = data["sends"]
-    mine = []
     if echo:
-        summary = echo_lags(received, sends, messages, mine)
+        summary = echo_lags(received, sends, messages, lags)
         reachable = data["count"]  # the echo answers every target
     else:
         summary, stream_problems = analyse_commands(judge, received, sends, positions, t_start, t_end,
-                                                    max_lag_s=1.0, lags=mine)
+                                                    max_lag_s=1.0, lags_out=lags)
         problems.extend(stream_problems)
         reachable = int(sum(ok[k] for k, _ in sends))
-    lags.extend(mine)
     # The last leg alone: the node's stamp (taken as it publishes) -> arrival here.
     leg = [t - (m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec - realtime_offset) for t, m in received]
     return dict(
@@ -507,10 +505,11 @@ def stream_segment(mp, fqn: str, echo: bool, judge: Judge, commands: list, ok: n
         unmatched=summary["unmatched"])
 
 
-def echo_lags(received, sends, messages, lags: list) -> dict:
+def echo_lags(received, sends, messages, lags_out: list) -> dict:
     """The echo server's commands matched to the streamed targets (``messages``, sent as
     ``sends``: (index, time)) by the target positions each copies back, exactly; their lags (s)
-    are appended to ``lags`` (empty). A summary shaped like ``analyse_commands``' (the part the report prints)."""
+    are appended to ``lags_out``. A summary shaped like ``analyse_commands``' (the part the
+    report prints)."""
     def key(values):
         return tuple(float(v) for v in values)
 
@@ -520,13 +519,14 @@ def echo_lags(received, sends, messages, lags: list) -> dict:
     sent = {}
     for k, t in sends:
         sent.setdefault(k, t)
-    unmatched = 0
+    lags, unmatched = [], 0
     for t, m in received:
         k = index.get(key(m.position[:width]))
         if k is None or k not in sent:
             unmatched += 1
         else:
             lags.append(t - sent[k])
+    lags_out.extend(lags)
     return dict(matched=len(lags), unmatched=unmatched,
                 lag_ms=dict(p50=round(1e3 * percentile(lags, 50), 1), p99=round(1e3 * percentile(lags, 99), 1),
                             max=round(1e3 * max(lags, default=math.nan), 1)))

@@ -147,19 +147,18 @@ def client_worker(index: int, context, fqn: str, requests: int, seed: int, barri
 
 
 def analyse_commands(judge: Judge, commands, sends, target_positions, t_start: float, t_end: float,
-                     max_lag_s: float, timing: Optional[list] = None, lags: Optional[list] = None) -> tuple:
+                     max_lag_s: float, timing: Optional[list] = None, lags_out: Optional[list] = None) -> tuple:
     """(summary dict, problems) of the joint commands the streamed targets produced.
 
     The timing limits missed (a second of the client phase without a command, the lag p99 over
-    ``max_lag_s``) are problems too, or go to ``timing`` when it is given. ``lags``: a list
+    ``max_lag_s``) are problems too, or go to ``timing`` when it is given. ``lags_out``: a list
     that receives every matched command's lag (s)."""
     problems = []
     timing = problems if timing is None else timing
     send_times = {}
     for k, t in sends or []:
         send_times.setdefault(k, []).append(t)
-    lags = [] if lags is None else lags
-    unmatched, bad = 0, 0
+    lags, unmatched, bad = [], 0, 0
     for t, msg in commands:
         q = np.asarray(msg.position, dtype=np.float64)
         if list(msg.name) != judge.joint_names or q.shape != (len(judge.joint_names),) \
@@ -189,6 +188,8 @@ def analyse_commands(judge: Judge, commands, sends, target_positions, t_start: f
     if len(bins) and bins.min() == 0:
         timing.append(f"{int(np.sum(bins == 0))} second(s) of the client phase without a command "
                       "from ~/target")
+    if lags_out is not None:
+        lags_out.extend(lags)
     lag_p99 = percentile(lags, 99)
     if lags and lag_p99 > max_lag_s:
         timing.append(f"command lag p99 {lag_p99:.3f} s > {max_lag_s} s")
