@@ -1,16 +1,22 @@
 """The spec's entry point: ``robo_solve_ik_direction_up_multi_batch`` (spec sections 3 to 6).
 
 Validate the settings, build the problem (:mod:`.problem`), solve it on the selected
-backend (:mod:`.backend`).
+backend (:mod:`.backend`). A request of one candidate with the defaults of the other
+arguments goes a shorter way (:func:`.one_target.solve_one`, arrays kept per slot layout) with
+the same answers.
 """
 
 from __future__ import annotations
 
+from . import one_target
 from .backend import solve_problem
 from .kinematics import RobotKinematics
 from .problem import build_problem
 from .result import IKBatchResult
 from .settings import solver_settings
+
+#: False sends a request of one candidate through the general path too (tests compare the two).
+ONE_CANDIDATE_PATH = True
 
 
 def robo_solve_ik_direction_up_multi_batch(
@@ -55,5 +61,9 @@ def robo_solve_ik_direction_up_multi_batch(
         rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
         stall_window=stall_window, num_step_scales=num_step_scales, damping_mode=damping_mode,
         periodic_joints=periodic_joints)
+    if ONE_CANDIDATE_PATH and backend == "auto" and active_dof_ids is None and root_world_xform is None:
+        result = one_target.solve_one(robot, candidates, device, settings)
+        if result is not None:
+            return result
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
     return solve_problem(problem, backend=backend)

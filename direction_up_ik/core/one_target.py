@@ -1,15 +1,17 @@
-"""The arrays of a one-candidate search, kept between calls.
+"""The arrays of a one-candidate solve or search, kept between calls.
 
-A search of one candidate is the usual call of a planner, a teleop loop or the node: one
-target, or one per end effector of a dual arm. Most of its time was Python around kernel
-calls of a few microseconds: validating and packing the request into an
+A request of one candidate (one target, or one per end effector of a dual arm) is the usual
+call of a planner, a teleop loop or the node. Most of its time was Python around kernel calls
+of a few microseconds: validating and packing the request into an
 :class:`~.problem.IKProblem`, the kernel's arrays, the result (docs/performance.md, "One
 target"). :func:`layout_of` recognises such a request and gives the arrays kept for its slot
-layout (``compiled.OneCandidate``, one per thread, robot and layout), into which a call writes
-its start state and targets; the search (``search_api._search_one_target``) runs the same
-kernels on the same values as for a built problem, so the answers are the same. Requests it
-does not cover (several candidates, explicit local axes, the numpy backend, a start outside
-the limits ...) are left to the general path, which also raises the errors of bad input.
+layout (``compiled.OneCandidate`` for a search, ``compiled.OneSolve`` for the spec's solve
+alone; one per thread, robot, settings and layout), into which a call writes its start state
+and targets; the search (``search_api._search_one_target``) and the spec's entry point
+(:func:`solve_one`, from ``batch.robo_solve_ik_direction_up_multi_batch``) run the same kernels
+on the same values as for a built problem, so the answers are the same. Requests it does not
+cover (several candidates, explicit local axes, the numpy backend, a start outside the limits
+...) are left to the general path, which also raises the errors of bad input.
 """
 
 from __future__ import annotations
@@ -35,23 +37,25 @@ _thread_local = threading.local()
 
 
 class Layout:
-    """What the one-candidate searches of one slot layout share (in one thread). It holds no
-    reference to the robot (the cache of layouts is weak on it).
+    """What the one-candidate solves or searches of one slot layout share (in one thread). It
+    holds no reference to the robot (the cache of layouts is weak on it).
 
     Attributes:
-        settings: the solver settings of its searches.
-        kernel: its ``compiled.OneCandidate``, which holds the compiled search's library and
-            selection arrays (``search.seed_arrays_of``);
-        library_size: the states of that library;
+        settings: the solver settings of its solves.
+        kernel: a search's ``compiled.OneCandidate``, which holds the compiled search's library
+            and selection arrays (``search.seed_arrays_of``); for the spec's solve alone
+            (no seed arrays) a ``compiled.OneSolve``;
+        library_size: the states of that library (0 without one);
         plans: ``search_plan.kernel_rounds``' plans of its searches' options, None where the
             compiled rounds do not serve them (kept by ``search_api._search_one_target``).
     """
 
-    def __init__(self, problem: IKProblem, module, seed_arrays: dict, library_size: int) -> None:
+    def __init__(self, problem: IKProblem, module, seed_arrays: Optional[dict], library_size: int) -> None:
         robot = problem.robot
         self.settings = problem.settings
         self.module = module
-        self.kernel = module.OneCandidate(problem, (FEATURE_REACH, AXIS_SCALE), seed_arrays)
+        self.kernel = module.OneSolve(problem) if seed_arrays is None else \
+            module.OneCandidate(problem, (FEATURE_REACH, AXIS_SCALE), seed_arrays)
         self.library_size = library_size
         self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
         self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))
@@ -119,7 +123,7 @@ def _layouts(robot: RobotKinematics) -> dict:
 
 
 def layout_of(robot, candidates, device, settings: SolverSettings,
-              seed_arrays) -> Optional[Tuple[Layout, tuple]]:
+              seed_arrays=None) -> Optional[Tuple[Layout, tuple]]:
     """(the layout, the candidate's targets) of a one-candidate request with every joint
     active, no bounds and the robot's root transform, or None when this path does not cover it.
 
@@ -129,7 +133,8 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
     float32 step beyond a limit, which the general path accepts, is left to it). The first
     request of a layout is built and validated as a problem (``build_problem``; its errors, e.g.
     an end effector named twice, are raised), and ``seed_arrays(problem)`` gives the layout's
-    library arrays (``search.seed_arrays_of``).
+    library arrays (``search.seed_arrays_of``) for a search; None asks for the spec's solve alone
+    (a layout of its own, without a library).
     """
     if device != "cpu" or not isinstance(robot, RobotKinematics):
         return None
@@ -147,7 +152,7 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
             return None  # explicit axes: each target has arrays of its own
         slots.append((target.ee_id, local is _TCP_LOCAL_PAIR[0], target.mode))
     # The settings by identity: the layout holds them, so their id is not reused meanwhile.
-    key = (id(settings), tuple(slots))
+    key = (id(settings), tuple(slots), seed_arrays is None)
     layouts = _layouts(robot)
     layout = layouts.get(key)
     if layout is None or layout.settings is not settings or not layout.current(robot):
@@ -161,9 +166,24 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
             layouts.clear()
         # The seed library now (built once per robot set-up, as warm_up_search does), so that
         # the layout need not keep the problem, which holds the robot.
-        layout = layouts[key] = Layout(problem, module, seed_arrays(problem), len(library_for(problem)))
+        layout = layouts[key] = (Layout(problem, module, None, 0) if seed_arrays is None else
+                                 Layout(problem, module, seed_arrays(problem), len(library_for(problem))))
     elif not auto_uses(layout.module):
         return None
     if not layout.holds(robot.joint_q):
         return None
     return layout, tuple(candidate)
+
+
+def solve_one(robot, candidates, device, settings: SolverSettings):
+    """The spec's local solve (``solve_problem`` of the built problem, the compiled backend) of
+    a request :func:`layout_of` covers, on the arrays kept for its layout: the same IKBatchResult.
+    None when the request is not one it covers, or after a numerical failure (the general
+    path then answers, or raises)."""
+    found = layout_of(robot, candidates, device, settings)
+    if found is None:
+        return None
+    layout, targets = found
+    layout.put_targets(targets)
+    target = targets[0]
+    return layout.kernel.solve_once(robot.joint_q, target.position_world, target.direction_world, target.up_world)

@@ -1,6 +1,6 @@
-"""The search of one candidate (one target, or one per arm) on kept arrays (core/one_target.py,
-compiled.OneCandidate): the same answers as the general path, its own result arrays, the general
-path's errors, and the requests it leaves to the general path."""
+"""The search and the spec's solve of one candidate (one target, or one per arm) on kept arrays
+(core/one_target.py, compiled.OneCandidate and OneSolve): the same answers as the general path,
+its own result arrays, the general path's errors, and the requests it leaves to the general path."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import weakref
 import numpy as np
 import pytest
 
-from direction_up_ik import DirectionUpTarget, robo_search_ik_direction_up
+from direction_up_ik import DirectionUpTarget, robo_search_ik_direction_up, robo_solve_ik_direction_up_multi_batch
+from direction_up_ik.core import batch as batch_module
 from direction_up_ik.core import one_target
 from direction_up_ik.core import search as search_module
 from direction_up_ik.core import search_api
@@ -42,11 +43,12 @@ def _same_search(a, b) -> None:
 
 
 def _same_result(a, b) -> None:
-    """Every field of two IKBatchResults."""
+    """Every field of two IKBatchResults, dtypes and shapes included."""
     for field in ("joint_q", "success", "cost", "position_error", "direction_error", "up_error", "iterations"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
         assert getattr(a, field).dtype == getattr(b, field).dtype, field
-    for field in ("stop_reason", "best_index", "active_dof_ids", "backend"):
+        assert getattr(a, field).shape == getattr(b, field).shape, field
+    for field in ("stop_reason", "best_index", "active_dof_ids", "device", "backend"):
         assert getattr(a, field) == getattr(b, field), field
 
 
@@ -397,3 +399,173 @@ def test_seed_arrays_of_another_feature_width_are_refused(panda):
     arrays = dict(arrays, query=arrays["query"][:, :3].copy())
     with pytest.raises(ValueError, match="seed query features: 3 columns, the targets have 9"):
         api.OneCandidate(problem, (1e6, 0.3), arrays)
+
+
+# ------------------------------------------------------------------ the spec's solve of one candidate
+class _GeneralSpecCalls:
+    """Counts the spec solves that built their problem (the general path of
+    ``robo_solve_ik_direction_up_multi_batch``)."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        real = batch_module.build_problem
+
+        def counted(*args, **kwargs):
+            self.count += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(batch_module, "build_problem", counted)
+
+
+def _both_spec_paths(robot, candidates, monkeypatch, **kwargs):
+    """(the general path's spec solve, the one-candidate path's) of the same call; asserts
+    that the second took the one-candidate path."""
+    calls = _GeneralSpecCalls(monkeypatch)
+    monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", False)
+    general = robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)
+    assert calls.count == 1
+    monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", True)
+    fast = robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)
+    assert calls.count == 1, "the one-candidate path was not taken"
+    return general, fast
+
+
+#: Settings of the spec solve compared on both paths: the spec's defaults, few iterations
+#: (max_iters stops), and the search's local-solve settings (analytic, stall, nearest turn).
+SPEC_CASES = (dict(), dict(max_iters=3, max_step_norm=0.1), dict(SEARCH_SOLVER_DEFAULTS, damping=0.01))
+
+
+@pytest.mark.parametrize("name, ee", [("panda_like", 0), ("ur5_like", 0), ("dual_arm_torso", 1)])
+@pytest.mark.parametrize("mode, tcp", [("full", True), ("full", False), ("axis", True), ("position", False)])
+def test_the_spec_solve_of_one_candidate_equals_the_general_path(name, ee, mode, tcp, monkeypatch):
+    """Random targets from random starts, with the spec's settings and others: every field of
+    the result as the general path's (the built problem's solve), bit for bit; reasons other
+    than convergence among them."""
+    robot = load_robot(name)
+    rng = np.random.default_rng(28)
+    reasons = set()
+    for settings in SPEC_CASES:
+        robot.joint_q[:] = random_configurations(robot, rng, 1)[0]
+        for candidate in _targets(robot, rng, 10, ee, mode, tcp):
+            general, fast = _both_spec_paths(robot, [candidate], monkeypatch, max_position_error=MPE, **settings)
+            _same_result(fast, general)
+            reasons.add(fast.stop_reason[0])
+    assert "converged" in reasons and len(reasons) > 1, reasons
+
+
+def test_the_spec_solve_of_both_arms_equals_the_general_path(monkeypatch):
+    """One candidate with a target per arm, either slot order, mixed modes and both local-axis
+    conventions, from the middle of the limits and from random states."""
+    robot = load_robot("dual_arm_torso")
+    rng = np.random.default_rng(32)
+    solved = 0
+    for ees, modes in (((0, 1), ("full", "full")), ((1, 0), ("axis", "full")), ((0, 1), ("position", "axis"))):
+        for tcp in (True, False):
+            for start in (mid_range(robot), random_configurations(robot, rng, 1)[0]):
+                robot.joint_q[:] = start
+                for candidate in _targets(robot, rng, 6, None, None, tcp, ees=ees, modes=modes):
+                    general, fast = _both_spec_paths(robot, [candidate], monkeypatch, max_position_error=MPE)
+                    _same_result(fast, general)
+                    solved += int(fast.success[0])
+    assert solved > 10
+
+
+def test_the_spec_solve_keeps_no_seed_library():
+    """The spec's solve of one candidate keeps only its solve's arrays (``OneSolve``): no seed
+    library is built for it, and a search of the same request keeps a layout of its own."""
+    from direction_up_ik.core.compiled import api
+    robot = load_robot("panda_like")
+    robot.joint_q[:] = mid_range(robot)
+    candidate, = _targets(robot, np.random.default_rng(8), 1, 0, "full", True)
+    robo_solve_ik_direction_up_multi_batch(robot, [candidate], max_position_error=MPE)
+    layouts = list(one_target._layouts(robot).values())
+    assert len(layouts) == 1 and type(layouts[0].kernel) is api.OneSolve and layouts[0].library_size == 0
+    from direction_up_ik.core import seeds
+    assert seeds._libraries[False].get(robot) is None  # no library built for this robot
+    robo_search_ik_direction_up(robot, [candidate], max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS,
+                                max_rounds=1)
+    kinds = sorted(type(layout.kernel).__name__ for layout in one_target._layouts(robot).values())
+    assert kinds == ["OneCandidate", "OneSolve"]
+
+
+def test_spec_results_are_the_callers_own(panda):
+    rng = np.random.default_rng(9)
+    panda.joint_q[:] = mid_range(panda)
+    first_target, second_target = _targets(panda, rng, 2, 0, "full", True)
+    first = robo_solve_ik_direction_up_multi_batch(panda, [first_target], max_position_error=MPE)
+    kept = {name: np.copy(getattr(first, name)) for name in ("joint_q", "success", "cost", "position_error",
+                                                             "iterations")}
+    robo_solve_ik_direction_up_multi_batch(panda, [second_target], max_position_error=MPE)
+    for name, value in kept.items():
+        np.testing.assert_array_equal(getattr(first, name), value, err_msg=name)
+
+
+@pytest.mark.parametrize("case", ["ee_id", "ee_twice", "start_outside", "start_nan", "device", "settings",
+                                  "empty_candidate", "overflow"])
+def test_bad_spec_requests_raise_what_the_general_path_raises(panda, case, monkeypatch):
+    """After a layout exists: the same error, type and message, on both paths (a numerical
+    failure too: the one-candidate path hands it to the general one)."""
+    from direction_up_ik.core.errors import NumericalFailure
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
+    candidates, kwargs = [(target,)], dict(max_position_error=MPE)
+    panda.joint_q[:] = mid_range(panda)
+    robo_solve_ik_direction_up_multi_batch(panda, candidates, **kwargs)  # the layout exists: its checks run
+    if case == "ee_id":
+        candidates = [(DirectionUpTarget(3, goal[:3, 3], None, None),)]
+    elif case == "ee_twice":
+        candidates = [(target, target)]
+    elif case == "start_outside":
+        panda.joint_q[0] = panda.upper_limits[0] + 0.5
+    elif case == "start_nan":
+        panda.joint_q[1] = np.nan
+    elif case == "device":
+        kwargs["device"] = "cuda"
+    elif case == "settings":
+        kwargs["max_iters"] = 0
+    elif case == "empty_candidate":
+        candidates = [()]
+    else:  # a target at 1.7e308 m: the weighted residual overflows
+        candidates = [(DirectionUpTarget(0, (1.7e308, 0.0, 0.0), goal[:3, 2], goal[:3, 1], None, None),)]
+        kwargs["position_weight"] = 4.0
+    errors = []
+    for path in (False, True):
+        monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", path)
+        with pytest.raises((DirectionUpIKError, NumericalFailure)) as info:
+            robo_solve_ik_direction_up_multi_batch(panda, candidates, **kwargs)
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1]
+
+
+def test_spec_requests_it_does_not_cover_take_the_general_path(panda, monkeypatch):
+    panda.joint_q[:] = mid_range(panda)
+    goal = panda.tcp_transforms(mid_range(panda))[0]
+    target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
+    explicit = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], (0, 0, 1), (0, 1, 0))
+    calls = _GeneralSpecCalls(monkeypatch)
+    solve = robo_solve_ik_direction_up_multi_batch
+    solve(panda, [(target,)], max_position_error=MPE)
+    assert calls.count == 0
+    solve(panda, [(target,), (target,)], max_position_error=MPE)  # two candidates
+    solve(panda, [(explicit,)], max_position_error=MPE)  # explicit local axes
+    solve(panda, [(target,)], (0, 1, 2, 3), max_position_error=MPE)  # active joints
+    solve(panda, [(target,)], max_position_error=MPE, root_world_xform=np.eye(4))
+    solve(panda, [(target,)], max_position_error=MPE, backend="numba")
+    assert solve(panda, [(target,)], max_position_error=MPE, backend="numpy").backend == "numpy"
+    assert calls.count == 6
+    monkeypatch.setenv("DIRECTION_UP_IK_BACKEND", "numpy")
+    assert solve(panda, [(target,)], max_position_error=MPE).backend == "numpy"
+    assert calls.count == 7
+
+
+def test_the_spec_solves_kept_scratch_needs_no_initial_values(ur5, monkeypatch):
+    """With every value of the kept state and scratch NaN, True or -1 before each call, the
+    answers are still the general path's."""
+    rng = np.random.default_rng(12)
+    ur5.joint_q[:] = random_configurations(ur5, rng, 1)[0]
+    for candidate in _targets(ur5, rng, 30, 0, "full", True):
+        for layout in one_target._layouts(ur5).values():
+            state = layout.kernel.state  # its relay inputs (no relay: zeros) stay
+            for x in list(layout.kernel.work) + [v for v in state if v is not state.group and v is not state.quota]:
+                x[...] = np.nan if x.dtype.kind == "f" else (True if x.dtype.kind == "b" else -1)
+        general, fast = _both_spec_paths(ur5, [candidate], monkeypatch, max_position_error=MPE)
+        _same_result(fast, general)

@@ -16,18 +16,19 @@ batches; ``docs/design.md`` explains how the two are kept in step. One module pe
 * :mod:`.search_rounds`, :mod:`.seed_scan`: the search's rounds of seeds and the ranking of
   library states;
 * :mod:`.threads`: the worker threads of big batches;
-* :mod:`.api`: what Python calls (:func:`solve`, :func:`search`, :class:`OneCandidate`: the
-  search of one target on arrays kept between calls, :func:`warm_up`).
+* :mod:`.api`: what Python calls (:func:`solve`, :func:`search`, :class:`OneCandidate` and
+  :class:`OneSolve`: the search and the spec's solve of one candidate on arrays kept between
+  calls, :func:`warm_up`).
 
 Importing this package needs numba; :mod:`direction_up_ik.core.backend` decides whether it
 is used.
 """
 
-from .api import (SEARCH_CHUNK_ROWS, OneCandidate, SearchOutcome, cache_folder, cache_is_warm, kernels_loaded, search,
+from .api import (SEARCH_CHUNK_ROWS, OneCandidate, OneSolve, SearchOutcome, cache_folder, cache_is_warm, kernels_loaded, search,
                   search_loaded, solve, supports, warm_up)
 from .seed_scan import nearest_ranks
 from .threads import PARALLEL_MIN_CANDIDATES, executor, worker_threads
 
-__all__ = ["OneCandidate", "PARALLEL_MIN_CANDIDATES", "SEARCH_CHUNK_ROWS", "SearchOutcome", "cache_folder", "cache_is_warm", "executor",
+__all__ = ["OneCandidate", "OneSolve", "PARALLEL_MIN_CANDIDATES", "SEARCH_CHUNK_ROWS", "SearchOutcome", "cache_folder", "cache_is_warm", "executor",
            "kernels_loaded", "nearest_ranks", "search", "search_loaded", "solve", "supports", "warm_up",
            "worker_threads"]

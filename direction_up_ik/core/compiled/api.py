@@ -302,31 +302,21 @@ def feature_count(problem: IKProblem) -> int:
 _ONE_START = np.ones(1, dtype=np.int64)
 
 
-class OneCandidate:
-    """The compiled search's arguments for one candidate of one target slot, kept between
-    calls: the model, config, target, state, scratch and search arrays are allocated once, and
-    a call writes the start state and the target into them (:meth:`run`). A call runs the same
-    kernels on the same values as :func:`search` of that one candidate, so the answers are the
-    same: round 0 (``iteration.solve_rows``), then, where that does not settle it, the rounds
-    of seeds (``search_rounds.search_rows``; they compute the query features and the anchor,
-    ``Search.own_query``), each through its compiled function for these argument types
-    (:func:`compiled_overload`). Numba's dispatcher would find the same ones by typing every
-    array on each call, and the entry points of :func:`search` allocate their scratch and take
-    their arrays into numba's runtime on every call. ``core.one_target``
-    keeps one per thread and layout (docs/performance.md, "One target").
+class OneSolve:
+    """The local solve of one candidate of one target slot layout, its arguments kept between
+    calls: the model, config, target, state and scratch arrays are allocated once, and a call
+    writes the start state and the targets into them (:meth:`put`). :meth:`solve_once` runs
+    the kernel :func:`solve` runs (``iteration.solve_rows``) on the same values, through its
+    compiled function for these argument types (:func:`compiled_overload`), so the answers
+    are the same; the spec's entry point takes it for one candidate (``core.one_target``).
 
     Args:
-        problem: one candidate of one target slot, built with the search's settings; its
-            slot layout (end effector, local axes, constraint pattern), settings, active
-            joints and bounds are those of every later call (its targets and start are not).
-        features: (reach, axis scale) of the seed library's query features
-            (``seeds.FEATURE_REACH``, ``seeds.AXIS_SCALE``).
-        seed_arrays: the library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
-            ``center_bounded``, as :func:`search` asks for; the kernel writes each call's query
-            features and anchor into copies of ``query`` and ``anchor``).
+        problem: one candidate of one target slot layout; its slot layout (end effectors,
+            local axes, constraint pattern), settings, active joints and bounds are those of
+            every later call (its targets and start are not).
     """
 
-    def __init__(self, problem: IKProblem, features: tuple, seed_arrays: dict) -> None:
+    def __init__(self, problem: IKProblem) -> None:
         d, e = len(problem.q_initial), problem.num_targets
         empty, i8 = np.empty, np.int64
         self.model = model_arrays(problem)
@@ -341,10 +331,78 @@ class OneCandidate:
                            done=empty(1, np.bool_), success=empty(1, np.int32), cost=empty(1), group=zeros,
                            quota=zeros)
         self.active_dof_ids = tuple(problem.active.tolist())
+        # Round 0's scratch (one block of one row), reused: the kernels write every scratch
+        # value before reading it (a test runs them on scratch full of NaN).
+        self.work = alloc_work(1, len(self.model.parent), e, len(self.config.active), d, self.config.stall_window)
+        # The compiled kernel now, so that no call types its arguments inside its time budget.
+        self.solve = compiled_overload(solve_rows, self.model, self.targets, self.config, self.state, self.work,
+                                       False, 0)
+
+    def put(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
+            up: Optional[np.ndarray]) -> None:
+        """Write the start ``q_start`` (D,) and slot 0's target (``position`` (3,) m, the unit
+        axes ``direction`` and ``up`` (3,), None where the pattern leaves them free); the other
+        slots' the caller writes into :attr:`targets`."""
+        targets = self.targets
+        q = self.q_initial
+        q[:] = q_start
+        self.state.q[0] = q
+        targets.position[0, 0] = position
+        if direction is not None:
+            targets.direction[0, 0] = direction
+        if up is not None:
+            targets.up[0, 0] = up
+
+    def solve_once(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
+                   up: Optional[np.ndarray]) -> Optional[IKBatchResult]:
+        """:func:`solve` of this layout's candidate (arguments as :meth:`put`), no deadline:
+        its IKBatchResult (arrays of the caller's own), or None after a numerical failure (the
+        caller then solves the built problem, which raises it)."""
+        self.put(q_start, position, direction, up)
+        if self.solve(self.model, self.targets, self.config, self.state, self.work, False, 0):
+            return None
+        return self._result()
+
+    def _result(self) -> IKBatchResult:
+        """:func:`_assemble_result` of the state, as copies (the buffers serve the next call);
+        ``best_index`` 0 on success (one candidate, whatever the score)."""
+        state = self.state
+        err = state.err.transpose(1, 0, 2).copy()
+        success = state.success.copy()
+        return frozen_instance(
+            IKBatchResult, joint_q=state.q.astype(np.float32), success=success, cost=state.cost.copy(),
+            best_index=0 if success[0] else None, position_error=err[0], direction_error=err[1],
+            up_error=err[2], iterations=state.iterations.copy(), stop_reason=(REASONS[state.reason[0]],),
+            active_dof_ids=self.active_dof_ids, device="cpu", backend="numba")
+
+
+class OneCandidate(OneSolve):
+    """The compiled search's arguments for one candidate of one target slot layout, kept
+    between calls: :class:`OneSolve`'s, and the search arrays. A call (:meth:`run`) runs the
+    same kernels on the same values as :func:`search` of that one candidate, so the answers
+    are the same: round 0 (``iteration.solve_rows``), then, where that does not settle it, the
+    rounds of seeds (``search_rounds.search_rows``; they compute the query features and the
+    anchor, ``Search.own_query``), each through its compiled function for these argument types
+    (:func:`compiled_overload`). Numba's dispatcher would find the same ones by typing every
+    array on each call, and the entry points of :func:`search` allocate their scratch and take
+    their arrays into numba's runtime on every call. ``core.one_target``
+    keeps one per thread and layout (docs/performance.md, "One target").
+
+    Args:
+        problem: as for :class:`OneSolve`, built with the search's settings.
+        features: (reach, axis scale) of the seed library's query features
+            (``seeds.FEATURE_REACH``, ``seeds.AXIS_SCALE``).
+        seed_arrays: the library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
+            ``center_bounded``, as :func:`search` asks for; the kernel writes each call's query
+            features and anchor into copies of ``query`` and ``anchor``).
+    """
+
+    def __init__(self, problem: IKProblem, features: tuple, seed_arrays: dict) -> None:
         arrays = seed_arrays
         if arrays["query"].shape[1] != feature_count(problem):  # the kernel writes that many
             raise ValueError(f"seed query features: {arrays['query'].shape[1]} columns, the targets have "
                              f"{feature_count(problem)}")
+        super().__init__(problem)
         self.spec = Search(
             round0_done=True, num_seeds=0, max_rounds=0, unlimited=False, min_successes=0, limit_center=False,
             leaves=Leaves(*arrays["leaves"]), query=arrays["query"].copy(), lib_q=arrays["lib_q"],
@@ -354,12 +412,6 @@ class OneCandidate:
             best_score=np.empty(1), outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64),
             closest=np.empty(1), own_query=True, feature_reach=float(features[0]), axis_scale=float(features[1]))
         self._rounds_args: dict = {}  # {(num_seeds, max_rounds, unlimited, min_successes, has_deadline): args}
-        # Round 0's scratch (one block of one row), reused: the kernels write every scratch
-        # value before reading it (a test runs them on scratch full of NaN).
-        self.work = alloc_work(1, len(self.model.parent), e, len(self.config.active), d, self.config.stall_window)
-        # The compiled kernels now, so that no call types its arguments inside its time budget.
-        self.solve = compiled_overload(solve_rows, self.model, self.targets, self.config, self.state, self.work,
-                                       False, 0)
         args = self._rounds_arguments((1, 1, False, 1, False))
         self.rounds = compiled_overload(search_rows, *args[:6], 0, *args[6:])
 
@@ -370,17 +422,10 @@ class OneCandidate:
         unit axes ``direction`` and ``up`` (3,) (None where the pattern leaves them free) from
         joint state ``q_start`` (D,) (values of float32), least-motion selection; the other
         arguments and the return as :func:`search`. Every returned array is the caller's own."""
-        targets, state = self.targets, self.state
-        q = self.q_initial
-        q[:] = q_start
-        state.q[0] = q
-        targets.position[0, 0] = position
-        if direction is not None:
-            targets.direction[0, 0] = direction
-        if up is not None:
-            targets.up[0, 0] = up
+        self.put(q_start, position, direction, up)
+        state = self.state
         has_deadline, deadline_ns = _deadline_ns(deadline)
-        if self.solve(self.model, targets, self.config, state, self.work, has_deadline, deadline_ns):
+        if self.solve(self.model, self.targets, self.config, state, self.work, has_deadline, deadline_ns):
             return None
         if num_seeds == 0 or max_rounds == 0 or state.success[0] >= min_successes:
             return SearchOutcome(self._result(), _ONE_START.copy(), state.success.astype(np.int64), None, 1, 0,
@@ -412,18 +457,6 @@ class OneCandidate:
         args = self._rounds_args[options] = (self.model, self.targets, self.config, self.state, work, has_deadline,
                                            spec, seeds, seed_targets, scan)
         return args
-
-    def _result(self) -> IKBatchResult:
-        """:func:`_assemble_result` of the state, as copies (the buffers serve the next call);
-        ``best_index`` 0 on success (one candidate, whatever the score)."""
-        state = self.state
-        err = state.err.transpose(1, 0, 2).copy()
-        success = state.success.copy()
-        return frozen_instance(
-            IKBatchResult, joint_q=state.q.astype(np.float32), success=success, cost=state.cost.copy(),
-            best_index=0 if success[0] else None, position_error=err[0], direction_error=err[1],
-            up_error=err[2], iterations=state.iterations.copy(), stop_reason=(REASONS[state.reason[0]],),
-            active_dof_ids=self.active_dof_ids, device="cpu", backend="numba")
 
 
 def compiled_overload(kernel, *args):
