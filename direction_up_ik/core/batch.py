@@ -13,7 +13,7 @@ from .backend import solve_problem
 from .kinematics import RobotKinematics
 from .problem import build_problem
 from .result import IKBatchResult
-from .settings import solver_settings
+from .settings import SolverSettings, solver_settings
 
 #: False sends a request of one candidate through the general path too (tests compare the two).
 ONE_CANDIDATE_PATH = True
@@ -61,6 +61,15 @@ def robo_solve_ik_direction_up_multi_batch(
         rotation_weight=rotation_weight, damping=damping, max_step_norm=max_step_norm, jacobian=jacobian,
         stall_window=stall_window, num_step_scales=num_step_scales, damping_mode=damping_mode,
         periodic_joints=periodic_joints)
+    return solve_with_settings(robot, candidates, settings, active_dof_ids, device, root_world_xform=root_world_xform,
+                               backend=backend)
+
+
+def solve_with_settings(robot: RobotKinematics, candidates, settings: SolverSettings, active_dof_ids=None,
+                        device: str = "cpu", *, root_world_xform=None, backend: str = "auto") -> IKBatchResult:
+    """:func:`robo_solve_ik_direction_up_multi_batch` of validated ``settings``
+    (``settings.solver_settings``), for a caller that keeps them (the node): the same answers,
+    the one-candidate path included."""
     if ONE_CANDIDATE_PATH and backend == "auto" and active_dof_ids is None and root_world_xform is None:
         result = one_target.solve_one(robot, candidates, device, settings)
         if result is not None:

@@ -45,6 +45,7 @@ from direction_up_ik.msg import CollisionObstacle, DirectionUpCandidate
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import DirectionUpIKError, JointLimitError, NumericalFailure, warm_up_search
+from ..core.batch import solve_with_settings
 from ..core.search_api import search_with_settings
 from ..core.settings import search_settings
 from ..core.backend import (KERNELS_ABSENT, KERNELS_PREPARING, KERNELS_READY, kernel_state, prepare_kernels,
@@ -76,8 +77,6 @@ _TYPES = {
 #: While the compiled kernels are still being prepared the numpy reference answers, tens of
 #: times slower: a search's time budget is this many times longer then (SolveDirectionUpIK.srv).
 NUMPY_BUDGET_SCALE = 20.0
-#: The spec's single start as search options: the local solve from the current state alone.
-SPEC_START = search_settings(num_seeds=0, max_rounds=1)
 _JOINT_STATE_CODES = {"missing": Response.NO_JOINT_STATE, "unknown": Response.UNKNOWN_JOINT,
                       "invalid": Response.INVALID_REQUEST,
                       "out_of_limits": Response.JOINT_STATE_OUT_OF_LIMITS}
@@ -496,7 +495,7 @@ class DirectionUpIKNode(StreamingSolves, Node):
             scene = self.collision_scene(request.ignore_collisions)
             try:
                 if search is None:  # the spec's single start (the core's one-candidate path)
-                    result = search_with_settings(self._robot, targets, settings, SPEC_START, active).result
+                    result = solve_with_settings(self._robot, targets, settings, active)
                     totals, report = (None, None), None if scene is None else scene.check(result.joint_q)
                 else:
                     # The search chose collision-free successes and checked its answers already.
