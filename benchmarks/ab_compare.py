@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/ab_compare.py [--base HEAD~1] [--robots ur5_like panda_like]
         [--mode batch|single|spec] [--targets 1000] [--sweeps 12] [--singles 300]
-        [--targets-set random|near-limits|far-reach]
+        [--targets-set random|near-limits|far-reach] [--fresh-settings]
 
 On this shared 2-core machine a benchmark cell moves between runs by more than most single
 changes gain; a ratio measured in one process, old and new calls alternating, resolves them. The script exports ``--base`` (``git archive``) to ``build/ab/<commit>/`` with the
@@ -18,6 +18,10 @@ package renamed ``dui_base`` (its imports rewritten), imports it beside the work
   alternating: median and p95, new / old;
 * ``spec``: the spec's single solve one target per call: median and p95, and whether every
   answer is the same (a change of the code must not change the spec mode's answers).
+
+``--fresh-settings`` (``single``, ``spec``): each call's ``max_position_error`` differs from every
+other call's by a nanometre or so, so that no call finds settings an earlier one made (a caller
+that builds its settings afresh each time); both sides get the same values.
 
 Each line also gives successes and the median cost (joint motion) of both. The exported copy's
 numba kernel compiles on its first use and is cached with it. This is a
@@ -104,6 +108,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--targets-set", choices=("random", "near-limits", "far-reach"), default="random",
                         help="bench_peers' target set")
+    parser.add_argument("--fresh-settings", action="store_true",
+                        help="single / spec: another max_position_error in every call")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(export(args.base)))
@@ -152,13 +158,16 @@ def main(argv=None) -> int:
             answers = {"old": [], "new": []}
             count = min(args.singles, problem.n)
             for i in range(count):
+                call_mpe = mpe + 1e-9 * (i + 1) if args.fresh_settings else mpe
                 for side in (("old", "new") if i % 2 else ("new", "old")):
                     core, robot, cands = sides[side]
                     t = time.perf_counter()
                     if args.mode == "spec":
-                        out = core.robo_solve_ik_direction_up_multi_batch(robot, (cands[i],), max_position_error=mpe)
+                        out = core.robo_solve_ik_direction_up_multi_batch(robot, (cands[i],),
+                                                                           max_position_error=call_mpe)
                     else:
-                        out = core.robo_search_ik_direction_up(robot, (cands[i],), **single_kw).result
+                        out = core.robo_search_ik_direction_up(robot, (cands[i],),
+                                                               **dict(single_kw, max_position_error=call_mpe)).result
                     times[side].append(time.perf_counter() - t)
                     answers[side].append(out)
             same = all(np.array_equal(a.joint_q, b.joint_q) for a, b in zip(answers["old"], answers["new"]))

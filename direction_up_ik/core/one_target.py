@@ -30,7 +30,8 @@ from .seeds import AXIS_SCALE, FEATURE_REACH, library_for
 from .settings import SolverSettings
 from .targets import _DEFAULT_LOCAL_PAIR, _TCP_LOCAL_PAIR, DirectionUpTarget
 
-#: Layouts kept per robot and thread (a request names one of a few; more are dropped).
+#: Layouts (and keys asked for once) kept per robot and thread (a request names one of a few;
+#: more are dropped).
 MAX_LAYOUTS = 16
 
 _thread_local = threading.local()
@@ -122,6 +123,17 @@ def _layouts(robot: RobotKinematics) -> dict:
     return layouts
 
 
+def _remember(layouts: dict, key, value) -> None:
+    """``layouts[key] = value`` (a Layout, or None: a key asked for once), at most
+    ``MAX_LAYOUTS`` entries: the keys asked for once go first, then all."""
+    if key not in layouts and len(layouts) >= MAX_LAYOUTS:
+        for old in [k for k, v in layouts.items() if v is None]:
+            del layouts[old]
+        if len(layouts) >= MAX_LAYOUTS:
+            layouts.clear()
+    layouts[key] = value
+
+
 def layout_of(robot, candidates, device, settings: SolverSettings,
               seed_arrays=None) -> Optional[Tuple[Layout, tuple]]:
     """(the layout, the candidate's targets) of a one-candidate request with every joint
@@ -130,9 +142,10 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
     Covered: one candidate of :class:`~.targets.DirectionUpTarget` s of valid end effectors,
     each with one of the two local-axis conventions (+X/+Y, +Z/+Y), any mode; the compiled
     backend ("auto" solves with it now); a robot state finite and inside the limits (one
-    float32 step beyond a limit, which the general path accepts, is left to it). The first
-    request of a layout is built and validated as a problem (``build_problem``; its errors, e.g.
-    an end effector named twice, are raised), and ``seed_arrays(problem)`` gives the layout's
+    float32 step beyond a limit, which the general path accepts, is left to it). A layout's
+    first request is left to the general path too; its second is built and validated as a
+    problem (``build_problem``; its errors, e.g. an end effector named twice, are raised), and
+    ``seed_arrays(problem)`` gives the layout's
     library arrays (``search.seed_arrays_of``) for a search; None asks for the spec's solve alone
     (a layout of its own, without a library).
     """
@@ -158,16 +171,20 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
     if layout is None or layout.settings is not settings or not layout.current(robot):
         if any(ee_id >= robot.num_end_effectors for ee_id, _, _ in slots) or kernel_state() != KERNELS_READY:
             return None  # the general path raises, or the numpy backend answers (one build)
+        if key not in layouts:
+            # A key's first request goes the general way, its second builds the layout: building
+            # costs a few general calls, so settings made afresh for every call never pay it.
+            _remember(layouts, key, None)
+            return None
         problem = build_problem(robot, candidates, None, device, None, settings)
         module = compiled_backend(problem)
         if module is None or len(problem.active) == 0:
             return None
-        if len(layouts) >= MAX_LAYOUTS:
-            layouts.clear()
         # The seed library now (built once per robot set-up, as warm_up_search does), so that
         # the layout need not keep the problem, which holds the robot.
-        layout = layouts[key] = (Layout(problem, module, None, 0) if seed_arrays is None else
-                                 Layout(problem, module, seed_arrays(problem), len(library_for(problem))))
+        layout = (Layout(problem, module, None, 0) if seed_arrays is None else
+                  Layout(problem, module, seed_arrays(problem), len(library_for(problem))))
+        _remember(layouts, key, layout)
     elif not auto_uses(layout.module):
         return None
     if not layout.holds(robot.joint_q):

@@ -89,14 +89,18 @@ class _GeneralPathCalls:
 
 def _both_paths(robot, candidates, monkeypatch, **kwargs):
     """(the general path's search, the one-target path's) of the same call; asserts that the
-    second took the one-target path."""
+    second took the one-target path (after a first request of its layout, which goes the
+    general way, where the layout was not built yet)."""
     calls = _GeneralPathCalls(monkeypatch)
     monkeypatch.setattr(search_api, "ONE_TARGET_PATH", False)
     general = robo_search_ik_direction_up(robot, candidates, **kwargs)
     assert calls.count == 1
     monkeypatch.setattr(search_api, "ONE_TARGET_PATH", True)
+    robo_search_ik_direction_up(robot, candidates, **kwargs)  # the layout's first request, maybe
+    assert calls.count <= 2
+    before = calls.count
     fast = robo_search_ik_direction_up(robot, candidates, **kwargs)
-    assert calls.count == 1, "the one-target path was not taken"
+    assert calls.count == before, "the one-target path was not taken"
     return general, fast
 
 
@@ -174,6 +178,7 @@ def test_results_are_the_callers_own(panda):
     rng = np.random.default_rng(3)
     panda.joint_q[:] = mid_range(panda)
     first_target, second_target = _targets(panda, rng, 2, 0, "full", True)
+    robo_search_ik_direction_up(panda, [second_target], max_position_error=MPE, max_rounds=2)  # its layout's first
     first = robo_search_ik_direction_up(panda, [first_target], max_position_error=MPE, max_rounds=2)
     kept = {name: np.copy(getattr(first.result, name)) for name in ("joint_q", "success", "cost",
                                                                      "position_error", "iterations")}
@@ -194,7 +199,9 @@ def test_bad_requests_raise_what_the_general_path_raises(panda, case, monkeypatc
     target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
     candidates, kwargs = [(target,)], dict(max_position_error=MPE, num_seeds=4, time_budget=0.5)
     panda.joint_q[:] = mid_range(panda)
-    robo_search_ik_direction_up(panda, candidates, **kwargs)  # the layout exists: its checks run
+    for _ in range(2):  # the layout's first request goes the general way, the second builds it
+        robo_search_ik_direction_up(panda, candidates, **kwargs)
+    assert one_target._layouts(panda)  # the layout exists: its checks run
     if case == "ee_id":
         candidates = [(DirectionUpTarget(3, goal[:3, 3], None, None),)]
     elif case == "start_outside":
@@ -240,8 +247,11 @@ def test_requests_it_does_not_cover_take_the_general_path(panda, monkeypatch):
     explicit = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], (0, 0, 1), (0, 1, 0))
     calls = _GeneralPathCalls(monkeypatch)
     kwargs = dict(max_position_error=MPE, max_rounds=1)
+    robo_search_ik_direction_up(panda, [(target,)], **kwargs)  # its layout's first request: general
+    assert calls.count == 1
     robo_search_ik_direction_up(panda, [(target,)], **kwargs)
-    assert calls.count == 0
+    robo_search_ik_direction_up(panda, [(target,)], **kwargs)
+    assert calls.count == 1
     robo_search_ik_direction_up(panda, [(target,), (target,)], **kwargs)  # two candidates
     robo_search_ik_direction_up(panda, [(explicit,)], **kwargs)  # explicit local axes
     robo_search_ik_direction_up(panda, [(target,)], selection="limit_center", **kwargs)
@@ -249,10 +259,10 @@ def test_requests_it_does_not_cover_take_the_general_path(panda, monkeypatch):
     robo_search_ik_direction_up(panda, [(target,)], accept=lambda i, q: True, **kwargs)
     robo_search_ik_direction_up(panda, [(target,)], active_dof_ids=(0, 1, 2, 3), **kwargs)
     robo_search_ik_direction_up(panda, [(target,)], root_world_xform=np.eye(4), **kwargs)
-    assert calls.count == 7
+    assert calls.count == 8
     monkeypatch.setenv("DIRECTION_UP_IK_BACKEND", "numpy")
     found = robo_search_ik_direction_up(panda, [(target,)], **kwargs)
-    assert calls.count == 8 and found.result.backend == "numpy"
+    assert calls.count == 9 and found.result.backend == "numpy"
 
 
 def test_a_new_root_transform_or_limits_rebuild_the_layout(ur5, monkeypatch):
@@ -296,11 +306,13 @@ def test_kept_layouts_do_not_keep_a_robot_alive_nor_outlive_it():
     robot = load_robot("panda_like")
     robot.joint_q[:] = mid_range(robot)
     goal = robot.tcp_transforms(mid_range(robot))[0]
-    robo_search_ik_direction_up(robot, [(DirectionUpTarget(0, goal[:3, 3], None, None),)], max_position_error=MPE,
-                                max_rounds=1)
+    for _ in range(2):  # the second request builds the layout
+        robo_search_ik_direction_up(robot, [(DirectionUpTarget(0, goal[:3, 3], None, None),)],
+                                    max_position_error=MPE, max_rounds=1)
     layouts = one_target._layouts(robot)
-    assert layouts  # a layout was kept
-    gone, layout_gone = weakref.ref(robot), weakref.ref(next(iter(layouts.values())))
+    assert any(layout is not None for layout in layouts.values())  # a layout was kept
+    gone = weakref.ref(robot)
+    layout_gone = weakref.ref(next(layout for layout in layouts.values() if layout is not None))
     del robot, layouts
     gc.collect()
     assert gone() is None
@@ -334,7 +346,8 @@ def test_a_layouts_first_seeded_call_types_no_arguments(panda, monkeypatch):
     rng = np.random.default_rng(6)
     panda.joint_q[:] = random_configurations(panda, rng, 1)[0]
     candidates = _targets(panda, rng, 30, 0, "full", True)
-    robo_search_ik_direction_up(panda, [candidates[0]], max_position_error=MPE, num_seeds=0)  # builds the layout
+    for _ in range(2):  # the second request builds the layout
+        robo_search_ik_direction_up(panda, [candidates[0]], max_position_error=MPE, num_seeds=0)
 
     def typed(*args):
         raise AssertionError("a call typed its arguments")
@@ -418,14 +431,18 @@ class _GeneralSpecCalls:
 
 def _both_spec_paths(robot, candidates, monkeypatch, **kwargs):
     """(the general path's spec solve, the one-candidate path's) of the same call; asserts
-    that the second took the one-candidate path."""
+    that the second took the one-candidate path (after a first request of its layout, which
+    goes the general way, where the layout was not built yet)."""
     calls = _GeneralSpecCalls(monkeypatch)
     monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", False)
     general = robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)
     assert calls.count == 1
     monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", True)
+    robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)  # the layout's first request, maybe
+    assert calls.count <= 2
+    before = calls.count
     fast = robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)
-    assert calls.count == 1, "the one-candidate path was not taken"
+    assert calls.count == before, "the one-candidate path was not taken"
     return general, fast
 
 
@@ -476,13 +493,15 @@ def test_the_spec_solve_keeps_no_seed_library():
     robot = load_robot("panda_like")
     robot.joint_q[:] = mid_range(robot)
     candidate, = _targets(robot, np.random.default_rng(8), 1, 0, "full", True)
-    robo_solve_ik_direction_up_multi_batch(robot, [candidate], max_position_error=MPE)
+    for _ in range(2):  # the second request builds the layout
+        robo_solve_ik_direction_up_multi_batch(robot, [candidate], max_position_error=MPE)
     layouts = list(one_target._layouts(robot).values())
     assert len(layouts) == 1 and type(layouts[0].kernel) is api.OneSolve and layouts[0].library_size == 0
     from direction_up_ik.core import seeds
     assert seeds._libraries[False].get(robot) is None  # no library built for this robot
-    robo_search_ik_direction_up(robot, [candidate], max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS,
-                                max_rounds=1)
+    for _ in range(2):
+        robo_search_ik_direction_up(robot, [candidate], max_position_error=MPE, **SEARCH_SOLVER_DEFAULTS,
+                                    max_rounds=1)
     kinds = sorted(type(layout.kernel).__name__ for layout in one_target._layouts(robot).values())
     assert kinds == ["OneCandidate", "OneSolve"]
 
@@ -491,6 +510,7 @@ def test_spec_results_are_the_callers_own(panda):
     rng = np.random.default_rng(9)
     panda.joint_q[:] = mid_range(panda)
     first_target, second_target = _targets(panda, rng, 2, 0, "full", True)
+    robo_solve_ik_direction_up_multi_batch(panda, [second_target], max_position_error=MPE)  # its layout's first
     first = robo_solve_ik_direction_up_multi_batch(panda, [first_target], max_position_error=MPE)
     kept = {name: np.copy(getattr(first, name)) for name in ("joint_q", "success", "cost", "position_error",
                                                              "iterations")}
@@ -509,7 +529,9 @@ def test_bad_spec_requests_raise_what_the_general_path_raises(panda, case, monke
     target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
     candidates, kwargs = [(target,)], dict(max_position_error=MPE)
     panda.joint_q[:] = mid_range(panda)
-    robo_solve_ik_direction_up_multi_batch(panda, candidates, **kwargs)  # the layout exists: its checks run
+    for _ in range(2):  # the layout's first request goes the general way, the second builds it
+        robo_solve_ik_direction_up_multi_batch(panda, candidates, **kwargs)
+    assert one_target._layouts(panda)  # the layout exists: its checks run
     if case == "ee_id":
         candidates = [(DirectionUpTarget(3, goal[:3, 3], None, None),)]
     elif case == "ee_twice":
@@ -543,18 +565,20 @@ def test_spec_requests_it_does_not_cover_take_the_general_path(panda, monkeypatc
     explicit = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], (0, 0, 1), (0, 1, 0))
     calls = _GeneralSpecCalls(monkeypatch)
     solve = robo_solve_ik_direction_up_multi_batch
+    solve(panda, [(target,)], max_position_error=MPE)  # its layout's first request: general
     solve(panda, [(target,)], max_position_error=MPE)
-    assert calls.count == 0
+    solve(panda, [(target,)], max_position_error=MPE)
+    assert calls.count == 1
     solve(panda, [(target,), (target,)], max_position_error=MPE)  # two candidates
     solve(panda, [(explicit,)], max_position_error=MPE)  # explicit local axes
     solve(panda, [(target,)], (0, 1, 2, 3), max_position_error=MPE)  # active joints
     solve(panda, [(target,)], max_position_error=MPE, root_world_xform=np.eye(4))
     solve(panda, [(target,)], max_position_error=MPE, backend="numba")
     assert solve(panda, [(target,)], max_position_error=MPE, backend="numpy").backend == "numpy"
-    assert calls.count == 6
+    assert calls.count == 7
     monkeypatch.setenv("DIRECTION_UP_IK_BACKEND", "numpy")
     assert solve(panda, [(target,)], max_position_error=MPE).backend == "numpy"
-    assert calls.count == 7
+    assert calls.count == 8
 
 
 def test_the_spec_solves_kept_scratch_needs_no_initial_values(ur5, monkeypatch):
@@ -569,3 +593,30 @@ def test_the_spec_solves_kept_scratch_needs_no_initial_values(ur5, monkeypatch):
                 x[...] = np.nan if x.dtype.kind == "f" else (True if x.dtype.kind == "b" else -1)
         general, fast = _both_spec_paths(ur5, [candidate], monkeypatch, max_position_error=MPE)
         _same_result(fast, general)
+
+
+def test_a_layout_is_built_on_its_second_request(ur5, monkeypatch):
+    """A layout's first request goes the general way and its second builds it, so that settings
+    made afresh for every call (each a layout key of its own) never pay for building one; keys
+    asked for once make way for built layouts when the cache is full."""
+    ur5.joint_q[:] = mid_range(ur5)
+    candidates = _targets(ur5, np.random.default_rng(13), 40, 0, "full", True)
+    calls = _GeneralSpecCalls(monkeypatch)
+    for i, candidate in enumerate(candidates[:30]):  # new settings every call
+        robo_solve_ik_direction_up_multi_batch(ur5, [candidate], max_position_error=MPE + 1e-6 * (i + 1))
+    assert calls.count == 30
+    layouts = one_target._layouts(ur5)
+    assert 0 < len(layouts) <= one_target.MAX_LAYOUTS and all(v is None for v in layouts.values())
+    robo_solve_ik_direction_up_multi_batch(ur5, [candidates[30]], max_position_error=MPE)
+    robo_solve_ik_direction_up_multi_batch(ur5, [candidates[31]], max_position_error=MPE)
+    assert calls.count == 31  # the first request of its key; the second built its layout
+    for candidate in candidates[32:]:
+        robo_solve_ik_direction_up_multi_batch(ur5, [candidate], max_position_error=MPE)
+    assert calls.count == 31
+    for i, candidate in enumerate(candidates[:30]):  # keys asked for once fill the cache again
+        robo_solve_ik_direction_up_multi_batch(ur5, [candidate], max_position_error=0.04 + 1e-6 * (i + 1))
+    built = [v for v in one_target._layouts(ur5).values() if v is not None]
+    assert len(built) == 1  # kept: the keys asked for once went first
+    assert calls.count == 61
+    robo_solve_ik_direction_up_multi_batch(ur5, [candidates[0]], max_position_error=MPE)
+    assert calls.count == 61  # its layout still served it

@@ -463,10 +463,38 @@ def compiled_overload(kernel, *args):
     """The compiled function of the numba dispatcher ``kernel`` for arguments of the types of
     ``args`` (named tuples of arrays for its named tuples), to be called with arguments of
     exactly these types. Loaded entry points have loaded it (``numba_support.native_call``);
-    otherwise it is compiled (or loaded from the disk cache) now."""
-    types = tuple(kernel.typeof_pyval(a) for a in args)
-    kernel.compile(types)
-    return kernel.get_overload(types)
+    otherwise it is compiled (or loaded from the disk cache) now. Found once per
+    :func:`_type_key` of the arguments: numba's typing of some forty arrays takes about a
+    millisecond, paid by every new one-candidate layout otherwise (docs/performance.md)."""
+    key = (kernel, _type_key(args))
+    found = _OVERLOADS.get(key)
+    if found is None:
+        types = tuple(kernel.typeof_pyval(a) for a in args)
+        kernel.compile(types)
+        found = kernel.get_overload(types)
+        if len(_OVERLOADS) >= 64:
+            _OVERLOADS.clear()
+        _OVERLOADS[key] = found
+    return found
+
+
+#: {(dispatcher, argument type key): its compiled function} of :func:`compiled_overload`.
+_OVERLOADS: dict = {}
+
+
+def _type_key(value):
+    """What numba's type of ``value`` depends on, cheaper to find: an array's dtype, number of
+    dimensions, layout (C, F or any) and writability; a tuple's class and its items' keys; a
+    scalar's Python type (and for an int whether it fits int64). Equal keys, equal types."""
+    if type(value) is np.ndarray:
+        flags = value.flags
+        layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+        return value.dtype, value.ndim, layout, flags.writeable
+    if isinstance(value, tuple):
+        return type(value), tuple(map(_type_key, value))
+    if type(value) is int:
+        return int, -(2 ** 63) <= value < 2 ** 63
+    return type(value)
 
 
 def _group_start(group: np.ndarray, i: int) -> int:
