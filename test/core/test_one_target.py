@@ -620,3 +620,28 @@ def test_a_layout_is_built_on_its_second_request(ur5, monkeypatch):
     assert calls.count == 61
     robo_solve_ik_direction_up_multi_batch(ur5, [candidates[0]], max_position_error=MPE)
     assert calls.count == 61  # its layout still served it
+
+
+def test_overloads_are_found_once_per_argument_types(panda):
+    """``compiled_overload`` keeps what it found per type key: arrays differing in dtype,
+    dimensions, layout or writability have other keys; a new layout's arguments of the same
+    types get numba's own overload for them without typing them again."""
+    from direction_up_ik.core.compiled import api
+    from direction_up_ik.core.compiled.iteration import solve_rows
+    a = np.zeros((2, 3))
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    variants = (a, a.astype(np.float32), a[None], np.asfortranarray(np.zeros((3, 2))), a[:, ::2], frozen,
+                np.zeros((2, 3)).view(np.matrix))
+    assert len({api._type_key(x) for x in variants}) == len(variants)
+    assert api._type_key(np.ones((5, 7))) == api._type_key(a)
+    assert api._type_key((a, 1, 2.0, True)) != api._type_key((a, 1, 2.0, 1))
+    assert api._type_key(2 ** 63) != api._type_key(1)
+    panda.joint_q[:] = mid_range(panda)
+    candidates = _targets(panda, np.random.default_rng(14), 3, 0, "full", True)
+    for candidate in candidates:  # the second request builds the layout
+        robo_solve_ik_direction_up_multi_batch(panda, [candidate], max_position_error=MPE)
+    kernel = next(layout.kernel for layout in one_target._layouts(panda).values() if layout is not None)
+    args = (kernel.model, kernel.targets, kernel.config, kernel.state, kernel.work, False, 0)
+    typed = solve_rows.get_overload(tuple(solve_rows.typeof_pyval(x) for x in args))
+    assert kernel.solve is typed and api.compiled_overload(solve_rows, *args) is typed

@@ -486,10 +486,10 @@ def _type_key(value):
     """What numba's type of ``value`` depends on, cheaper to find: an array's dtype, number of
     dimensions, layout (C, F or any) and writability; a tuple's class and its items' keys; a
     scalar's Python type (and for an int whether it fits int64). Equal keys, equal types."""
-    if type(value) is np.ndarray:
+    if isinstance(value, np.ndarray):
         flags = value.flags
         layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
-        return value.dtype, value.ndim, layout, flags.writeable
+        return type(value), value.dtype, value.ndim, layout, flags.writeable
     if isinstance(value, tuple):
         return type(value), tuple(map(_type_key, value))
     if type(value) is int:
