@@ -178,15 +178,15 @@ def search_problem(problem: IKProblem, *, num_seeds: int = 4, time_budget: Optio
         found = _search_problem(problem, options, accept, None)
         return dataclasses.replace(found, clearance=np.full(problem.num_candidates, np.nan),
                                    closest_pair=(NO_PAIR,) * problem.num_candidates)
-    return _collision_search(problem, options, accept, _checked_scene(problem, collision_scene))
+    return _collision_search(problem, options, accept, checked_scene(problem.robot, collision_scene))
 
 
-def _checked_scene(problem: IKProblem, scene) -> CollisionScene:
-    """``scene`` when it is a CollisionScene of this problem's robot."""
+def checked_scene(robot, scene) -> CollisionScene:
+    """``scene`` when it is a CollisionScene of ``robot``'s model."""
     if not isinstance(scene, CollisionScene):
         raise InputValidationError("collision_scene", f"must be a CollisionScene or None, got "
                                                       f"{type(scene).__name__}")
-    if tuple(scene.robot.joint_names) != tuple(problem.robot.joint_names):
+    if tuple(scene.robot.joint_names) != tuple(robot.joint_names):
         raise InputValidationError("collision_scene", "was built for another robot model (its joints "
                                                       f"{list(scene.robot.joint_names)} differ)")
     return scene
@@ -199,10 +199,20 @@ def _collision_search(problem: IKProblem, options, accept: Optional[AcceptFn], s
     as a row filter (their colliding successes do not count, so their seeds go on)."""
     start = time.perf_counter()
     first = _search_problem(problem, options, accept, None)
+    return collision_search_after(first, lambda: problem, options, accept, scene, start)
+
+
+def collision_search_after(first: SearchResult, problem_of: Callable[[], IKProblem], options,
+                           accept: Optional[AcceptFn], scene: CollisionScene, start: float) -> SearchResult:
+    """:func:`_collision_search` after its first search, ``first`` (begun at ``perf_counter``
+    time ``start``): the check of its answers and the search again of the candidates whose
+    success collides, on the problem ``problem_of()`` gives (asked for only then: a caller
+    with kept arrays, ``search_api``'s one-candidate path, builds none otherwise)."""
     report = scene.check(first.result.joint_q)
     redo = np.flatnonzero((first.result.success == 1) & ~report.collision_free)
     clearance, pairs = report.clearance, report.closest_pair
     if len(redo):
+        problem = problem_of()
         left = None
         if options.time_budget is not None:
             # round 0 always runs: a spent budget still gives each candidate its current state

@@ -645,3 +645,48 @@ def test_overloads_are_found_once_per_argument_types(panda):
     args = (kernel.model, kernel.targets, kernel.config, kernel.state, kernel.work, False, 0)
     typed = solve_rows.get_overload(tuple(solve_rows.typeof_pyval(x) for x in args))
     assert kernel.solve is typed and api.compiled_overload(solve_rows, *args) is typed
+
+
+def test_a_collision_search_of_one_candidate_equals_the_general_path(monkeypatch):
+    """With a collision scene the one-candidate path searches on its kept arrays, checks the
+    answer and, where it collides, searches again on the built problem (as the general path's
+    collision search does after its first search): every field as the general path's, the
+    clearance and closest pair included, with and without colliding first answers."""
+    from direction_up_ik import CollisionScene, Obstacle
+    from direction_up_ik.core.rotations import make_transform
+    from direction_up_ik.robots import bundled_robot
+    robot = load_robot("dual_arm_torso")
+    table = Obstacle.box((0.8, 1.2, 0.04), make_transform(np.eye(3), (0.85, 0.0, 0.68)), name="table")
+    scene = CollisionScene.from_urdf(robot, bundled_robot("dual_arm_torso").urdf_path(), obstacles=[table])
+    rng = np.random.default_rng(33)
+    collided = free = 0
+    for start in (mid_range(robot), random_configurations(robot, rng, 1)[0]):
+        robot.joint_q[:] = start
+        for candidate in _targets(robot, rng, 12, None, None, True, ees=(0, 1), modes=("full", "full")):
+            plain = robo_search_ik_direction_up(robot, [candidate], max_position_error=MPE, max_rounds=3)
+            first_collides = bool(plain.result.success[0]) and not scene.check(plain.result.joint_q).collision_free[0]
+            collided += first_collides
+            free += not first_collides
+            general, fast = _both_paths(robot, [candidate], monkeypatch, max_position_error=MPE, max_rounds=3,
+                                        collision_scene=scene)
+            _same_search(fast, general)
+    assert collided > 0 and free > 0, (collided, free)
+
+
+def test_a_collision_search_with_a_scene_of_another_robot_raises_on_both_paths(monkeypatch):
+    from direction_up_ik import CollisionScene, InputValidationError
+    from direction_up_ik.robots import bundled_robot
+    panda, ur5 = load_robot("panda_like"), load_robot("ur5_like")
+    panda.joint_q[:] = mid_range(panda)
+    scene = CollisionScene.from_urdf(ur5, bundled_robot("ur5_like").urdf_path())
+    candidate, = _targets(panda, np.random.default_rng(15), 1, 0, "full", True)
+    for _ in range(2):  # the layout exists
+        robo_search_ik_direction_up(panda, [candidate], max_position_error=MPE, max_rounds=1)
+    errors = []
+    for path in (False, True):
+        monkeypatch.setattr(search_api, "ONE_TARGET_PATH", path)
+        with pytest.raises(InputValidationError) as info:
+            robo_search_ik_direction_up(panda, [candidate], max_position_error=MPE, max_rounds=1,
+                                        collision_scene=scene)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and "collision_scene" in errors[0]
