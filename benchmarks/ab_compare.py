@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/ab_compare.py [--base HEAD~1] [--robots ur5_like panda_like]
         [--mode batch|single|spec] [--targets 1000] [--sweeps 12] [--singles 300]
-        [--targets-set random|near-limits|far-reach] [--fresh-settings]
+        [--targets-set random|near-limits|far-reach] [--fresh-settings] [--still K]
 
 On this shared 2-core machine a benchmark cell moves between runs by more than most single
 changes gain; a ratio measured in one process, old and new calls alternating, resolves them. The script exports ``--base`` (``git archive``) to ``build/ab/<commit>/`` with the
@@ -21,7 +21,9 @@ package renamed ``dui_base`` (its imports rewritten), imports it beside the work
 
 ``--fresh-settings`` (``single``, ``spec``): each call's ``max_position_error`` differs from every
 other call's by a nanometre or so, so that no call finds settings an earlier one made (a caller
-that builds its settings afresh each time); both sides get the same values.
+that builds its settings afresh each time); both sides get the same values. ``--still K``
+(``single``, ``spec``): the first K joints stay still (``active_dof_ids`` the others, as a
+tuple), e.g. 2 for the dual arm's lift and waist.
 
 Each line also gives successes and the median cost (joint motion) of both. The exported copy's
 numba kernel compiles on its first use and is cached with it. This is a
@@ -110,6 +112,7 @@ def main(argv=None) -> int:
                         help="bench_peers' target set")
     parser.add_argument("--fresh-settings", action="store_true",
                         help="single / spec: another max_position_error in every call")
+    parser.add_argument("--still", type=int, default=0, help="single / spec: the first K joints stay still")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(export(args.base)))
@@ -156,6 +159,7 @@ def main(argv=None) -> int:
                 continue
             times = {"old": [], "new": []}
             answers = {"old": [], "new": []}
+            active = tuple(range(args.still, problem.robot.num_dofs)) if args.still else None
             count = min(args.singles, problem.n)
             for i in range(count):
                 call_mpe = mpe + 1e-9 * (i + 1) if args.fresh_settings else mpe
@@ -163,10 +167,10 @@ def main(argv=None) -> int:
                     core, robot, cands = sides[side]
                     t = time.perf_counter()
                     if args.mode == "spec":
-                        out = core.robo_solve_ik_direction_up_multi_batch(robot, (cands[i],),
+                        out = core.robo_solve_ik_direction_up_multi_batch(robot, (cands[i],), active,
                                                                            max_position_error=call_mpe)
                     else:
-                        out = core.robo_search_ik_direction_up(robot, (cands[i],),
+                        out = core.robo_search_ik_direction_up(robot, (cands[i],), active,
                                                                **dict(single_kw, max_position_error=call_mpe)).result
                     times[side].append(time.perf_counter() - t)
                     answers[side].append(out)

@@ -1,8 +1,8 @@
 """The spec's entry point: ``robo_solve_ik_direction_up_multi_batch`` (spec sections 3 to 6).
 
 Validate the settings, build the problem (:mod:`.problem`), solve it on the selected
-backend (:mod:`.backend`). A request of one candidate with the defaults of the other
-arguments goes a shorter way (:func:`.one_target.solve_one`, arrays kept per slot layout) with
+backend (:mod:`.backend`). A request of one candidate with the default backend and root
+transform goes a shorter way (:func:`.one_target.solve_one`, arrays kept per slot layout) with
 the same answers.
 """
 
@@ -70,8 +70,8 @@ def solve_with_settings(robot: RobotKinematics, candidates, settings: SolverSett
     """:func:`robo_solve_ik_direction_up_multi_batch` of validated ``settings``
     (``settings.solver_settings``), for a caller that keeps them (the node): the same answers,
     the one-candidate path included."""
-    if ONE_CANDIDATE_PATH and backend == "auto" and active_dof_ids is None and root_world_xform is None:
-        result = one_target.solve_one(robot, candidates, device, settings)
+    if ONE_CANDIDATE_PATH and backend == "auto" and root_world_xform is None:
+        result = one_target.solve_one(robot, candidates, device, settings, active_dof_ids)
         if result is not None:
             return result
     problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)

@@ -59,15 +59,24 @@ class Layout:
             module.OneCandidate(problem, (FEATURE_REACH, AXIS_SCALE), seed_arrays)
         self.library_size = library_size
         self._model_state = (robot.lower_limits, robot.upper_limits, robot.root_world_xform)
+        # A search's library depends on the values of the joints it does not move (seeds._key).
+        fixed = np.ones(len(problem.q_initial), dtype=bool)
+        fixed[problem.active] = False
+        self._fixed = np.flatnonzero(fixed) if seed_arrays is not None and fixed.any() else None
+        self._fixed_values = b"" if self._fixed is None else problem.q_initial[self._fixed].tobytes()
         self._bounds = tuple(zip(problem.lower.tolist(), problem.upper.tolist()))
         self._held = b""  # the bytes of the last state :meth:`holds` accepted
         self.plans: dict = {}  # {(num_seeds, max_rounds, timed, library size): kernel_rounds' plan}
 
     def current(self, robot: RobotKinematics) -> bool:
         """True while the robot's limits and root transform are the objects the layout was
-        built from."""
+        built from and, for a search's with joints it does not move, those joints keep the
+        values its library was built at."""
         lower, upper, root = self._model_state
-        return robot.lower_limits is lower and robot.upper_limits is upper and robot.root_world_xform is root
+        if not (robot.lower_limits is lower and robot.upper_limits is upper and robot.root_world_xform is root):
+            return False
+        return self._fixed is None or \
+            robot.joint_q[self._fixed].astype(np.float64).tobytes() == self._fixed_values
 
     def put_targets(self, targets) -> None:
         """Write the targets of slots 1, 2, ... of ``targets`` (this layout's, a
@@ -135,9 +144,9 @@ def _remember(layouts: dict, key, value) -> None:
 
 
 def layout_of(robot, candidates, device, settings: SolverSettings,
-              seed_arrays=None) -> Optional[Tuple[Layout, tuple]]:
-    """(the layout, the candidate's targets) of a one-candidate request with every joint
-    active, no bounds and the robot's root transform, or None when this path does not cover it.
+              seed_arrays=None, active_dof_ids=None) -> Optional[Tuple[Layout, tuple]]:
+    """(the layout, the candidate's targets) of a one-candidate request with no bounds and the
+    robot's root transform, or None when this path does not cover it.
 
     Covered: one candidate of :class:`~.targets.DirectionUpTarget` s of valid end effectors,
     each with one of the two local-axis conventions (+X/+Y, +Z/+Y), any mode; the compiled
@@ -147,10 +156,16 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
     problem (``build_problem``; its errors, e.g. an end effector named twice, are raised), and
     ``seed_arrays(problem)`` gives the layout's
     library arrays (``search.seed_arrays_of``) for a search; None asks for the spec's solve alone
-    (a layout of its own, without a library).
+    (a layout of its own, without a library). ``active_dof_ids``: None (every joint) or a tuple
+    or list of Python ints (a layout per sequence; anything else is left to the general path).
     """
     if device != "cpu" or not isinstance(robot, RobotKinematics):
         return None
+    if active_dof_ids is not None:
+        if (type(active_dof_ids) is not tuple and type(active_dof_ids) is not list) or \
+                not all(type(i) is int for i in active_dof_ids):
+            return None
+        active_dof_ids = tuple(active_dof_ids)
     if (type(candidates) is not tuple and type(candidates) is not list) or len(candidates) != 1:
         return None
     candidate = candidates[0]
@@ -165,7 +180,7 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
             return None  # explicit axes: each target has arrays of its own
         slots.append((target.ee_id, local is _TCP_LOCAL_PAIR[0], target.mode))
     # The settings by identity: the layout holds them, so their id is not reused meanwhile.
-    key = (id(settings), tuple(slots), seed_arrays is None)
+    key = (id(settings), tuple(slots), seed_arrays is None, active_dof_ids)
     layouts = _layouts(robot)
     layout = layouts.get(key)
     if layout is None or layout.settings is not settings or not layout.current(robot):
@@ -176,7 +191,7 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
             # costs a few general calls, so settings made afresh for every call never pay it.
             _remember(layouts, key, None)
             return None
-        problem = build_problem(robot, candidates, None, device, None, settings)
+        problem = build_problem(robot, candidates, active_dof_ids, device, None, settings)
         module = compiled_backend(problem)
         if module is None or len(problem.active) == 0:
             return None
@@ -192,12 +207,12 @@ def layout_of(robot, candidates, device, settings: SolverSettings,
     return layout, tuple(candidate)
 
 
-def solve_one(robot, candidates, device, settings: SolverSettings):
+def solve_one(robot, candidates, device, settings: SolverSettings, active_dof_ids=None):
     """The spec's local solve (``solve_problem`` of the built problem, the compiled backend) of
     a request :func:`layout_of` covers, on the arrays kept for its layout: the same IKBatchResult.
     None when the request is not one it covers, or after a numerical failure (the general
     path then answers, or raises)."""
-    found = layout_of(robot, candidates, device, settings)
+    found = layout_of(robot, candidates, device, settings, None, active_dof_ids)
     if found is None:
         return None
     layout, targets = found

@@ -133,27 +133,28 @@ def _one_target_seed_arrays(problem: IKProblem) -> dict:
 
 
 def _search_one_target(robot, candidates, device, settings, options,
-                       collision_scene: Optional[CollisionScene] = None) -> Optional[SearchResult]:
+                       collision_scene: Optional[CollisionScene] = None, active_dof_ids=None) -> Optional[SearchResult]:
     """:func:`robo_search_ik_direction_up` of a one-candidate request (``one_target.layout_of``)
     with validated ``settings`` and ``options`` (nearest seeding, least-motion selection) and
-    the other arguments at their defaults but ``collision_scene``, on the arrays kept for its
-    layout: the compiled search's rounds (:func:`_compiled_search`) on the same values, so the
-    same answers; with a scene, then the collision search's check of its answer and, where
+    the other arguments at their defaults but ``collision_scene`` and ``active_dof_ids``, on the
+    arrays kept for its layout: the compiled search's rounds (:func:`_compiled_search`) on the
+    same values, so the same answers; with a scene, then the collision search's check of its answer and, where
     that collides, its search again on the built problem (``search.collision_search_after``).
     None when the request is not one it covers, or where the compiled search gives up (the
     general path then answers, or raises)."""
     begun = time.perf_counter()
-    found = _search_one_layout(robot, candidates, device, settings, options)
+    found = _search_one_layout(robot, candidates, device, settings, options, active_dof_ids)
     if found is None or collision_scene is None:
         return found
     scene = engine.checked_scene(robot, collision_scene)
-    return engine.collision_search_after(found, lambda: build_problem(robot, candidates, None, device, None, settings),
-                                         options, None, scene, begun)
+    return engine.collision_search_after(
+        found, lambda: build_problem(robot, candidates, active_dof_ids, device, None, settings), options, None,
+        scene, begun)
 
 
-def _search_one_layout(robot, candidates, device, settings, options) -> Optional[SearchResult]:
+def _search_one_layout(robot, candidates, device, settings, options, active_dof_ids) -> Optional[SearchResult]:
     """:func:`_search_one_target` without a collision scene."""
-    layout = one_target.layout_of(robot, candidates, device, settings, _one_target_seed_arrays)
+    layout = one_target.layout_of(robot, candidates, device, settings, _one_target_seed_arrays, active_dof_ids)
     if layout is None:
         return None
     layout, targets = layout
@@ -186,7 +187,7 @@ def _search_one_layout(robot, candidates, device, settings, options) -> Optional
     elif out.status == 2:  # the kernel's rounds over before the deadline: on in the Python rounds
         resume = _Compiled(result, out.rounds, out.starts, out.successes, out.best_score, timed_out, True,
                            out.iterations, out.closest)
-        problem = build_problem(robot, candidates, None, device, None, settings)
+        problem = build_problem(robot, candidates, active_dof_ids, device, None, settings)
         out, _ = engine._search(problem, num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
                                 min_successes=min_successes, selection="least_motion",
                                 random_seed=options.random_seed, accept=None, seeding="nearest",
@@ -262,11 +263,12 @@ def robo_search_ik_direction_up(
     """
     if time_budget is None and max_rounds is None:
         max_rounds = 1
-    if _one_candidate_path(accept, joint_bounds, root_world_xform, active_dof_ids, seeding, selection):
+    if _one_candidate_path(accept, joint_bounds, root_world_xform, seeding, selection):
         pair = _one_target_settings((max_position_error, max_step_norm, jacobian, stall_window, num_step_scales,
                                      damping_mode, periodic_joints, num_seeds, time_budget, max_rounds,
                                      min_successes, random_seed), settings)
-        found = None if pair is None else _search_one_target(robot, candidates, device, *pair, collision_scene)
+        found = None if pair is None else _search_one_target(robot, candidates, device, *pair, collision_scene,
+                                                             active_dof_ids)
         if found is not None:
             return found
     checked = solver_settings(max_position_error=max_position_error, max_step_norm=max_step_norm,
@@ -280,11 +282,11 @@ def robo_search_ik_direction_up(
                           accept=accept, seeding=seeding, collision_scene=collision_scene)
 
 
-def _one_candidate_path(accept, joint_bounds, root_world_xform, active_dof_ids, seeding, selection) -> bool:
+def _one_candidate_path(accept, joint_bounds, root_world_xform, seeding, selection) -> bool:
     """Whether a search with these options may take the one-candidate path (which then checks
-    the request itself, ``one_target.layout_of``)."""
+    the request itself and its active joints, ``one_target.layout_of``)."""
     return (ONE_TARGET_PATH and engine.COMPILED_SEARCH and accept is None
-            and joint_bounds is None and root_world_xform is None and active_dof_ids is None
+            and joint_bounds is None and root_world_xform is None
             and seeding == "nearest" and selection == "least_motion")
 
 
@@ -300,8 +302,8 @@ def search_with_settings(robot: RobotKinematics, candidates, settings: SolverSet
             set). ``num_seeds=0, max_rounds=1`` is the spec's local solve from the current state
             (``solve_problem`` of the built problem, the same answer).
     """
-    if _one_candidate_path(None, None, None, active_dof_ids, options.seeding, options.selection):
-        found = _search_one_target(robot, candidates, "cpu", settings, options, collision_scene)
+    if _one_candidate_path(None, None, None, options.seeding, options.selection):
+        found = _search_one_target(robot, candidates, "cpu", settings, options, collision_scene, active_dof_ids)
         if found is not None:
             return found
     problem = build_problem(robot, candidates, active_dof_ids, "cpu", None, settings)

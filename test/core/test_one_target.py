@@ -257,7 +257,7 @@ def test_requests_it_does_not_cover_take_the_general_path(panda, monkeypatch):
     robo_search_ik_direction_up(panda, [(target,)], selection="limit_center", **kwargs)
     robo_search_ik_direction_up(panda, [(target,)], seeding="random", **kwargs)
     robo_search_ik_direction_up(panda, [(target,)], accept=lambda i, q: True, **kwargs)
-    robo_search_ik_direction_up(panda, [(target,)], active_dof_ids=(0, 1, 2, 3), **kwargs)
+    robo_search_ik_direction_up(panda, [(target,)], active_dof_ids=np.arange(4), **kwargs)  # not a tuple of ints
     robo_search_ik_direction_up(panda, [(target,)], root_world_xform=np.eye(4), **kwargs)
     assert calls.count == 8
     monkeypatch.setenv("DIRECTION_UP_IK_BACKEND", "numpy")
@@ -571,7 +571,7 @@ def test_spec_requests_it_does_not_cover_take_the_general_path(panda, monkeypatc
     assert calls.count == 1
     solve(panda, [(target,), (target,)], max_position_error=MPE)  # two candidates
     solve(panda, [(explicit,)], max_position_error=MPE)  # explicit local axes
-    solve(panda, [(target,)], (0, 1, 2, 3), max_position_error=MPE)  # active joints
+    solve(panda, [(target,)], np.arange(4), max_position_error=MPE)  # active joints, not a tuple of ints
     solve(panda, [(target,)], max_position_error=MPE, root_world_xform=np.eye(4))
     solve(panda, [(target,)], max_position_error=MPE, backend="numba")
     assert solve(panda, [(target,)], max_position_error=MPE, backend="numpy").backend == "numpy"
@@ -690,3 +690,46 @@ def test_a_collision_search_with_a_scene_of_another_robot_raises_on_both_paths(m
                                         collision_scene=scene)
         errors.append(str(info.value))
     assert errors[0] == errors[1] and "collision_scene" in errors[0]
+
+
+@pytest.mark.parametrize("name, ee, active", [("panda_like", 0, [0, 1, 2, 3, 4, 5]),
+                                              ("dual_arm_torso", 1, tuple(range(2, 16)))])
+def test_active_joint_subsets_take_the_one_candidate_path(name, ee, active, monkeypatch):
+    """A subset of active joints (a list or tuple of ints; the dual arm without its lift and
+    waist, as a node's ``active_joints`` keeps the torso still): the spec's solve and the search
+    answer as the general path, field by field; after a joint the subset leaves alone moves, the
+    search's layout (whose library depends on that joint) is built anew and still answers alike."""
+    robot = load_robot(name)
+    rng = np.random.default_rng(34)
+    robot.joint_q[:] = random_configurations(robot, rng, 1)[0]
+    candidates = _targets(robot, rng, 8, ee, "full", True)
+    fixed = sorted(set(range(robot.num_dofs)) - set(active))[0]
+    for step, candidate in enumerate(candidates):
+        if step == 4:  # a joint outside the subset moves: the search's library is another
+            lo, hi = robot.lower_limits[fixed], robot.upper_limits[fixed]
+            robot.joint_q[fixed] = lo + 0.3 * (hi - lo)
+        general, fast = _both_spec_paths(robot, [candidate], monkeypatch, max_position_error=MPE,
+                                         active_dof_ids=active)
+        _same_result(fast, general)
+        assert fast.active_dof_ids == tuple(active)
+        general, fast = _both_paths(robot, [candidate], monkeypatch, max_position_error=MPE, max_rounds=2,
+                                    active_dof_ids=active)
+        _same_search(fast, general)
+    kinds = sorted(type(layout.kernel).__name__ for layout in one_target._layouts(robot).values() if layout)
+    assert kinds == ["OneCandidate", "OneSolve"]
+
+
+@pytest.mark.parametrize("active", [(0, 0, 1), (0, 9), (True, 1), (0.0, 1)])
+def test_bad_active_joints_raise_what_the_general_path_raises(panda, active, monkeypatch):
+    panda.joint_q[:] = mid_range(panda)
+    candidate, = _targets(panda, np.random.default_rng(16), 1, 0, "full", True)
+    for _ in range(2):  # a layout of a valid subset exists
+        robo_solve_ik_direction_up_multi_batch(panda, [candidate], (0, 1), max_position_error=MPE)
+    errors = []
+    for path in (False, True):
+        monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", path)
+        for _ in range(2):  # a first request, then one that would build a layout
+            with pytest.raises(DirectionUpIKError) as info:
+                robo_solve_ik_direction_up_multi_batch(panda, [candidate], active, max_position_error=MPE)
+            errors.append((type(info.value), str(info.value)))
+    assert len(set(errors)) == 1 and "active_dof_ids" in errors[0][1]
