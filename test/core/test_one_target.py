@@ -599,6 +599,10 @@ def test_a_layout_is_built_on_its_second_request(ur5, monkeypatch):
     """A layout's first request goes the general way and its second builds it, so that settings
     made afresh for every call (each a layout key of its own) never pay for building one; keys
     asked for once make way for built layouts when the cache is full."""
+    from direction_up_ik.core import settings as settings_module
+    # An empty memo of settings: full, it is cleared, and equal keywords then give another object
+    # (another layout key) -- as they may in a long-running process.
+    monkeypatch.setattr(settings_module, "_CACHE", {})
     ur5.joint_q[:] = mid_range(ur5)
     candidates = _targets(ur5, np.random.default_rng(13), 40, 0, "full", True)
     calls = _GeneralSpecCalls(monkeypatch)
