@@ -74,34 +74,58 @@ def _targets(robot, rng, n, ee, mode, tcp, ees=None, modes=None):
     return out
 
 
-class _GeneralPathCalls:
-    """Counts the searches that went the general way (``search.search_problem``)."""
+class _Calls:
+    """Counts the calls of ``module.name``: the general path's entry."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, module, name):
         self.count = 0
-        real = search_module.search_problem
+        real = getattr(module, name)
 
         def counted(*args, **kwargs):
             self.count += 1
             return real(*args, **kwargs)
-        monkeypatch.setattr(search_module, "search_problem", counted)
+        monkeypatch.setattr(module, name, counted)
+
+
+def _search_calls(monkeypatch) -> _Calls:
+    """Counts the searches that went the general way (``search.search_problem``)."""
+    return _Calls(monkeypatch, search_module, "search_problem")
+
+
+def _spec_calls(monkeypatch) -> _Calls:
+    """Counts the spec solves that built their problem (the general path of
+    ``robo_solve_ik_direction_up_multi_batch``)."""
+    return _Calls(monkeypatch, batch_module, "build_problem")
+
+
+def _general_and_fast(call, switch, calls: _Calls, monkeypatch, robot, candidates, **kwargs):
+    """(the general path's answer, the one-candidate path's) of ``call`` (the search or the spec
+    solve) with the path ``switch`` ((module, flag name)) off and on; asserts that the second
+    took the one-candidate path (after a first request of its layout, which goes the general
+    way, where the layout was not built yet)."""
+    module, flag = switch
+    monkeypatch.setattr(module, flag, False)
+    general = call(robot, candidates, **kwargs)
+    assert calls.count == 1
+    monkeypatch.setattr(module, flag, True)
+    call(robot, candidates, **kwargs)  # the layout's first request, maybe
+    assert calls.count <= 2
+    before = calls.count
+    fast = call(robot, candidates, **kwargs)
+    assert calls.count == before, "the one-candidate path was not taken"
+    return general, fast
 
 
 def _both_paths(robot, candidates, monkeypatch, **kwargs):
-    """(the general path's search, the one-target path's) of the same call; asserts that the
-    second took the one-target path (after a first request of its layout, which goes the
-    general way, where the layout was not built yet)."""
-    calls = _GeneralPathCalls(monkeypatch)
-    monkeypatch.setattr(search_api, "ONE_TARGET_PATH", False)
-    general = robo_search_ik_direction_up(robot, candidates, **kwargs)
-    assert calls.count == 1
-    monkeypatch.setattr(search_api, "ONE_TARGET_PATH", True)
-    robo_search_ik_direction_up(robot, candidates, **kwargs)  # the layout's first request, maybe
-    assert calls.count <= 2
-    before = calls.count
-    fast = robo_search_ik_direction_up(robot, candidates, **kwargs)
-    assert calls.count == before, "the one-target path was not taken"
-    return general, fast
+    """:func:`_general_and_fast` of the search."""
+    return _general_and_fast(robo_search_ik_direction_up, (search_api, "ONE_TARGET_PATH"),
+                             _search_calls(monkeypatch), monkeypatch, robot, candidates, **kwargs)
+
+
+def _both_spec_paths(robot, candidates, monkeypatch, **kwargs):
+    """:func:`_general_and_fast` of the spec's solve."""
+    return _general_and_fast(robo_solve_ik_direction_up_multi_batch, (batch_module, "ONE_CANDIDATE_PATH"),
+                             _spec_calls(monkeypatch), monkeypatch, robot, candidates, **kwargs)
 
 
 @pytest.mark.parametrize("name, ee", [("panda_like", 0), ("ur5_like", 0), ("dual_arm_torso", 1)])
@@ -192,18 +216,34 @@ def test_results_are_the_callers_own(panda):
     np.testing.assert_array_equal(again.result.joint_q, kept["joint_q"])
 
 
-@pytest.mark.parametrize("case", ["ee_id", "start_outside", "start_nan", "num_seeds", "device", "settings",
-                                  "empty_candidate"])
-def test_bad_requests_raise_what_the_general_path_raises(panda, case, monkeypatch):
+#: The one-candidate paths' entry points: (the call, the switch of its path, its keywords).
+_ENTRIES = {"search": (robo_search_ik_direction_up, (search_api, "ONE_TARGET_PATH"),
+                       dict(max_position_error=MPE, num_seeds=4, time_budget=0.5)),
+            "spec": (robo_solve_ik_direction_up_multi_batch, (batch_module, "ONE_CANDIDATE_PATH"),
+                     dict(max_position_error=MPE))}
+_BAD_CASES = ("ee_id", "ee_twice", "start_outside", "start_nan", "num_seeds", "device", "settings",
+              "empty_candidate", "overflow")
+
+
+@pytest.mark.parametrize("entry, case", [(entry, case) for entry in _ENTRIES for case in _BAD_CASES
+                                         if (entry, case) != ("spec", "num_seeds")])
+def test_bad_requests_raise_what_the_general_path_raises(panda, entry, case, monkeypatch):
+    """After a layout exists: the same error, type and message, on both paths (a numerical
+    failure too: the one-candidate path hands it to the general one)."""
+    from direction_up_ik.core.errors import NumericalFailure
+    call, (module, flag), kwargs = _ENTRIES[entry]
+    kwargs = dict(kwargs)
     goal = panda.tcp_transforms(mid_range(panda))[0]
     target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
-    candidates, kwargs = [(target,)], dict(max_position_error=MPE, num_seeds=4, time_budget=0.5)
+    candidates = [(target,)]
     panda.joint_q[:] = mid_range(panda)
     for _ in range(2):  # the layout's first request goes the general way, the second builds it
-        robo_search_ik_direction_up(panda, candidates, **kwargs)
+        call(panda, candidates, **kwargs)
     assert one_target._layouts(panda)  # the layout exists: its checks run
     if case == "ee_id":
         candidates = [(DirectionUpTarget(3, goal[:3, 3], None, None),)]
+    elif case == "ee_twice":
+        candidates = [(target, target)]
     elif case == "start_outside":
         panda.joint_q[0] = panda.upper_limits[0] + 0.5
     elif case == "start_nan":
@@ -214,13 +254,16 @@ def test_bad_requests_raise_what_the_general_path_raises(panda, case, monkeypatc
         kwargs["device"] = "cuda"
     elif case == "settings":
         kwargs["max_iters"] = 0
-    else:
+    elif case == "empty_candidate":
         candidates = [()]
+    else:  # a target at 1.7e308 m: the weighted residual overflows
+        candidates = [(DirectionUpTarget(0, (1.7e308, 0.0, 0.0), goal[:3, 2], goal[:3, 1], None, None),)]
+        kwargs["position_weight"] = 4.0
     errors = []
     for path in (False, True):
-        monkeypatch.setattr(search_api, "ONE_TARGET_PATH", path)
-        with pytest.raises(DirectionUpIKError) as info:
-            robo_search_ik_direction_up(panda, candidates, **kwargs)
+        monkeypatch.setattr(module, flag, path)
+        with pytest.raises((DirectionUpIKError, NumericalFailure)) as info:
+            call(panda, candidates, **kwargs)
         errors.append((type(info.value), str(info.value)))
     assert errors[0] == errors[1]
 
@@ -232,7 +275,7 @@ def test_a_start_one_float32_step_beyond_a_limit_is_left_to_the_general_path(pan
     assert panda.joint_q[3] > panda.upper_limits[3]
     goal = panda.tcp_transforms(mid_range(panda))[0]
     candidates = [(DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None),)]
-    calls = _GeneralPathCalls(monkeypatch)
+    calls = _search_calls(monkeypatch)
     found = robo_search_ik_direction_up(panda, candidates, max_position_error=MPE, max_rounds=1)
     assert calls.count == 1 and found.result.success[0] == 1
     panda.joint_q[:] = mid_range(panda)
@@ -245,7 +288,7 @@ def test_requests_it_does_not_cover_take_the_general_path(panda, monkeypatch):
     goal = panda.tcp_transforms(mid_range(panda))[0]
     target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
     explicit = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], (0, 0, 1), (0, 1, 0))
-    calls = _GeneralPathCalls(monkeypatch)
+    calls = _search_calls(monkeypatch)
     kwargs = dict(max_position_error=MPE, max_rounds=1)
     robo_search_ik_direction_up(panda, [(target,)], **kwargs)  # its layout's first request: general
     assert calls.count == 1
@@ -415,37 +458,6 @@ def test_seed_arrays_of_another_feature_width_are_refused(panda):
 
 
 # ------------------------------------------------------------------ the spec's solve of one candidate
-class _GeneralSpecCalls:
-    """Counts the spec solves that built their problem (the general path of
-    ``robo_solve_ik_direction_up_multi_batch``)."""
-
-    def __init__(self, monkeypatch):
-        self.count = 0
-        real = batch_module.build_problem
-
-        def counted(*args, **kwargs):
-            self.count += 1
-            return real(*args, **kwargs)
-        monkeypatch.setattr(batch_module, "build_problem", counted)
-
-
-def _both_spec_paths(robot, candidates, monkeypatch, **kwargs):
-    """(the general path's spec solve, the one-candidate path's) of the same call; asserts
-    that the second took the one-candidate path (after a first request of its layout, which
-    goes the general way, where the layout was not built yet)."""
-    calls = _GeneralSpecCalls(monkeypatch)
-    monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", False)
-    general = robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)
-    assert calls.count == 1
-    monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", True)
-    robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)  # the layout's first request, maybe
-    assert calls.count <= 2
-    before = calls.count
-    fast = robo_solve_ik_direction_up_multi_batch(robot, candidates, **kwargs)
-    assert calls.count == before, "the one-candidate path was not taken"
-    return general, fast
-
-
 #: Settings of the spec solve compared on both paths: the spec's defaults, few iterations
 #: (max_iters stops), and the search's local-solve settings (analytic, stall, nearest turn).
 SPEC_CASES = (dict(), dict(max_iters=3, max_step_norm=0.1), dict(SEARCH_SOLVER_DEFAULTS, damping=0.01))
@@ -519,51 +531,12 @@ def test_spec_results_are_the_callers_own(panda):
         np.testing.assert_array_equal(getattr(first, name), value, err_msg=name)
 
 
-@pytest.mark.parametrize("case", ["ee_id", "ee_twice", "start_outside", "start_nan", "device", "settings",
-                                  "empty_candidate", "overflow"])
-def test_bad_spec_requests_raise_what_the_general_path_raises(panda, case, monkeypatch):
-    """After a layout exists: the same error, type and message, on both paths (a numerical
-    failure too: the one-candidate path hands it to the general one)."""
-    from direction_up_ik.core.errors import NumericalFailure
-    goal = panda.tcp_transforms(mid_range(panda))[0]
-    target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
-    candidates, kwargs = [(target,)], dict(max_position_error=MPE)
-    panda.joint_q[:] = mid_range(panda)
-    for _ in range(2):  # the layout's first request goes the general way, the second builds it
-        robo_solve_ik_direction_up_multi_batch(panda, candidates, **kwargs)
-    assert one_target._layouts(panda)  # the layout exists: its checks run
-    if case == "ee_id":
-        candidates = [(DirectionUpTarget(3, goal[:3, 3], None, None),)]
-    elif case == "ee_twice":
-        candidates = [(target, target)]
-    elif case == "start_outside":
-        panda.joint_q[0] = panda.upper_limits[0] + 0.5
-    elif case == "start_nan":
-        panda.joint_q[1] = np.nan
-    elif case == "device":
-        kwargs["device"] = "cuda"
-    elif case == "settings":
-        kwargs["max_iters"] = 0
-    elif case == "empty_candidate":
-        candidates = [()]
-    else:  # a target at 1.7e308 m: the weighted residual overflows
-        candidates = [(DirectionUpTarget(0, (1.7e308, 0.0, 0.0), goal[:3, 2], goal[:3, 1], None, None),)]
-        kwargs["position_weight"] = 4.0
-    errors = []
-    for path in (False, True):
-        monkeypatch.setattr(batch_module, "ONE_CANDIDATE_PATH", path)
-        with pytest.raises((DirectionUpIKError, NumericalFailure)) as info:
-            robo_solve_ik_direction_up_multi_batch(panda, candidates, **kwargs)
-        errors.append((type(info.value), str(info.value)))
-    assert errors[0] == errors[1]
-
-
 def test_spec_requests_it_does_not_cover_take_the_general_path(panda, monkeypatch):
     panda.joint_q[:] = mid_range(panda)
     goal = panda.tcp_transforms(mid_range(panda))[0]
     target = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], None, None)
     explicit = DirectionUpTarget(0, goal[:3, 3], goal[:3, 2], goal[:3, 1], (0, 0, 1), (0, 1, 0))
-    calls = _GeneralSpecCalls(monkeypatch)
+    calls = _spec_calls(monkeypatch)
     solve = robo_solve_ik_direction_up_multi_batch
     solve(panda, [(target,)], max_position_error=MPE)  # its layout's first request: general
     solve(panda, [(target,)], max_position_error=MPE)
@@ -605,7 +578,7 @@ def test_a_layout_is_built_on_its_second_request(ur5, monkeypatch):
     monkeypatch.setattr(settings_module, "_CACHE", {})
     ur5.joint_q[:] = mid_range(ur5)
     candidates = _targets(ur5, np.random.default_rng(13), 40, 0, "full", True)
-    calls = _GeneralSpecCalls(monkeypatch)
+    calls = _spec_calls(monkeypatch)
     for i, candidate in enumerate(candidates[:30]):  # new settings every call
         robo_solve_ik_direction_up_multi_batch(ur5, [candidate], max_position_error=MPE + 1e-6 * (i + 1))
     assert calls.count == 30
