@@ -464,8 +464,8 @@ def compiled_overload(kernel, *args):
     ``args`` (named tuples of arrays for its named tuples), to be called with arguments of
     exactly these types. Loaded entry points have loaded it (``numba_support.native_call``);
     otherwise it is compiled (or loaded from the disk cache) now. Found once per
-    :func:`_type_key` of the arguments: numba's typing of some forty arrays takes about a
-    millisecond, paid by every new one-candidate layout otherwise (docs/performance.md)."""
+    :func:`_type_key` of the arguments: numba's typing of some forty arrays costs several
+    general-path calls, which every new one-candidate layout paid (docs/performance.md)."""
     key = (kernel, _type_key(args))
     found = _OVERLOADS.get(key)
     if found is None:
