@@ -138,9 +138,9 @@ def _search_one_target(robot, candidates, device, settings, options,
     with validated ``settings`` and ``options`` (nearest seeding, least-motion selection) and
     the other arguments at their defaults but ``collision_scene`` and ``active_dof_ids``, on the
     arrays kept for its layout: the compiled search's rounds (:func:`_compiled_search`) on the
-    same values, so the same answers; with a scene, then the collision search's check of its answer and, where
-    that collides, its search again on the built problem (``search.collision_search_after``).
-    None when the request is not one it covers, or where the compiled search gives up (the
+    same values, so the same answers; with a scene, then the collision search's check of its
+    answer and, where that collides, its search again on the built problem
+    (``search.collision_search_after``). None when the request is not one it covers, or where the compiled search gives up (the
     general path then answers, or raises)."""
     begun = time.perf_counter()
     found = _search_one_layout(robot, candidates, device, settings, options, active_dof_ids)
