@@ -44,8 +44,11 @@ import numpy as np
 from ..core import (CollisionScene, DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem,
                     search_problem, solve_problem, warm_up_search)
 from ..core.backend import prepare_kernels
+from ..core.batch import solve_with_settings
 from ..core.limits import LIMIT_TOLERANCE, clamp_to_limits, float32_within_limits
 from ..core.rotations import make_transform, quaternion_to_matrix, rpy_to_matrix
+from ..core.search_api import search_with_settings
+from ..core.settings import search_settings
 from .kinematics_yaml import GroupKinematicsConfig
 from .srdf import chain_links
 
@@ -131,6 +134,7 @@ class GroupIK:
         self._tips = tuple(tip_frames)
         self._search_discretization = float(search_discretization)
         self._active = np.flatnonzero(moving)
+        self._active_ids = tuple(self._active.tolist())  # as the core's one-candidate path keys them
         self._joint_names = [robot.joint_names[i] for i in self._active]
         self._reach = robot.tcp_reach_bounds()
         self._description = robot_description
@@ -350,8 +354,25 @@ class GroupIK:
         timeout = config.timeout if timeout is None or timeout <= 0 else float(timeout)
         check = config.avoid_collisions if avoid_collisions is None else bool(avoid_collisions)
         scene = self._scene if check and self._scene is not None and self._scene.link_bodies else None
+        found = None
+        if bounds is None and solution_callback is None:
+            # The core's one-candidate path (arrays kept between calls), the same answers.
+            try:
+                if not search:
+                    result = solve_with_settings(robot, (targets,), config.settings, self._active_ids)
+                    timed_out = False
+                else:
+                    found = search_with_settings(robot, (targets,), config.settings,
+                                                 self._search_options(timeout), self._active_ids,
+                                                 collision_scene=scene)
+                    result, timed_out = found.result, found.timed_out
+            except FloatingPointError as exc:  # NumericalFailure
+                return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
+            except DirectionUpIKError as exc:
+                return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE, str(exc))
+            return self._answer(result, timed_out, found, scene, search)
         try:
-            problem = build_problem(robot, (targets,), tuple(self._active), "cpu", None, config.settings,
+            problem = build_problem(robot, (targets,), self._active_ids, "cpu", None, config.settings,
                                     joint_bounds=bounds)
         except DirectionUpIKError as exc:
             return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE, str(exc))
@@ -376,9 +397,22 @@ class GroupIK:
                 result, timed_out = found.result, found.timed_out
         except FloatingPointError as exc:
             return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
+        return self._answer(result, timed_out, found, scene, search)
+
+    def _search_options(self, timeout: float):
+        """The group's search options (kinematics.yaml) with this budget (s), validated."""
+        options = self._config.search
+        return search_settings(num_seeds=options.num_seeds, time_budget=timeout, max_rounds=None,
+                               min_successes=options.min_successes, selection=options.selection,
+                               random_seed=options.random_seed, seeding=options.seeding)
+
+    def _answer(self, result, timed_out: bool, found, scene, search: bool) -> IKResult:
+        """The IKResult of a solve's ``result`` (one candidate; ``found``: the search's
+        SearchResult, which checked its answer against ``scene`` already, or None)."""
+        config = self._config
         if scene is None:
             report = None
-        elif search and result.best_index is not None:
+        elif found is not None and result.best_index is not None:
             report = found.collision_report()  # the search checked its answer already
         else:
             report = scene.check(result.joint_q[0])

@@ -242,3 +242,35 @@ def test_a_request_s_timeout_is_capped():
                                                 "panda_hand", timeout=3600.0), max_timeout=0.2)
     assert answer.error_code == MoveItErrorCode.NO_IK_SOLUTION
     assert time.perf_counter() - t0 < 60.0
+
+
+@pytest.mark.parametrize("robot", ["panda_like", "dual_arm_torso"])
+def test_group_answers_equal_with_and_without_the_core_s_one_candidate_path(robot, monkeypatch):
+    """A group's get_position_ik and search_position_ik (no consistency limits, no callback) go
+    through the core's one-candidate path (kept arrays, the group's active joints): the same
+    solutions and codes as the general path's, seeds near and far from the goal; the kept
+    layouts exist afterwards."""
+    from direction_up_ik.core import batch, one_target, search_api
+    solver = next(s for s in _solvers(robot).values() if len(s.get_link_names()) == 1)
+    model = _model(solver, robot)
+    rng = np.random.default_rng(35)
+    goals, others = random_in_limits(model, rng, 12), random_in_limits(model, rng, 12)
+    answers = {}
+    for path in (False, True):
+        monkeypatch.setattr(batch, "ONE_CANDIDATE_PATH", path)
+        monkeypatch.setattr(search_api, "ONE_TARGET_PATH", path)
+        found = []
+        for q, other in zip(goals, others):
+            pose = _pose(model.tcp_transforms(q[None])[0, 0])
+            goal = _group_state(solver, model, q)
+            for seed in (np.asarray(goal) + 0.05, _group_state(solver, model, other)):
+                seed = list(np.clip(seed, *solver.joint_limits()))
+                for _ in range(2):  # a layout is built on its key's second request
+                    near = solver.get_position_ik(pose, seed)
+                    far = solver.search_position_ik(pose, seed, timeout=1.0)
+                found.append((near.solution, int(near.error_code), far.solution, int(far.error_code)))
+        answers[path] = found
+    assert answers[True] == answers[False]
+    assert sum(a[2] is not None for a in answers[True]) >= 20  # the searches solved (nearly) all
+    kinds = sorted(type(layout.kernel).__name__ for layout in one_target._layouts(solver._robot).values() if layout)
+    assert kinds == ["OneCandidate", "OneSolve"]
