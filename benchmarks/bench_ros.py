@@ -98,9 +98,12 @@ NODE_PARAMS = {"search.num_seeds": 0, "streaming.start_from": "joint_states",
                "streaming.max_joint_step": [1000.0]}
 
 
-def yaml_values() -> dict:
+def yaml_values(search: bool = False) -> dict:
+    """The YAML's parameters with :data:`NODE_PARAMS`; ``search``: without its
+    ``search.num_seeds``, so the node answers with the YAML's search (its default)."""
     from direction_up_ik.ros.parameter_files import parameter_file_values
-    return {**parameter_file_values(CONFIG), **NODE_PARAMS}
+    params = {k: v for k, v in NODE_PARAMS.items() if not (search and k == "search.num_seeds")}
+    return {**parameter_file_values(CONFIG), **params}
 
 
 def make_requests(model, names, state, count: int, seed: int, scale: float):
@@ -147,7 +150,7 @@ class CoreSolver:
 class InProcessNode:
     """A DirectionUpIKNode in this process with the YAML's parameters, driven by direct calls."""
 
-    def __init__(self, state: np.ndarray) -> None:
+    def __init__(self, state: np.ndarray, search: bool = False) -> None:
         import rclpy
         from rclpy.parameter import Parameter
         from sensor_msgs.msg import JointState
@@ -156,7 +159,7 @@ class InProcessNode:
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         overrides = [Parameter(k, value=list(v) if isinstance(v, tuple) else v)
-                     for k, v in yaml_values().items() if not (isinstance(v, (list, tuple)) and not v)]
+                     for k, v in yaml_values(search).items() if not (isinstance(v, (list, tuple)) and not v)]
         self.node = DirectionUpIKNode(context=self.context, namespace=f"/bench_inproc_{uuid.uuid4().hex[:8]}",
                                       parameter_overrides=overrides)
         self.node._on_joint_state(JointState(name=list(self.node._robot.joint_names),

@@ -47,9 +47,7 @@ class ColdSolver:
         self.response = SolveDirectionUpIK.Response
         warm_up_backend()
         state = bench_ros.Judge().state
-        if search:  # the YAML's search.* parameters: the node's default search
-            bench_ros.NODE_PARAMS = {k: v for k, v in bench_ros.NODE_PARAMS.items() if k != "search.num_seeds"}
-        self.inproc = bench_ros.InProcessNode(state)
+        self.inproc = bench_ros.InProcessNode(state, search)
         node = self.node = self.inproc.node
         names = [e.name for e in node._config.end_effectors]
         self.requests = bench_ros.make_requests(node._robot, names, state, requests, 0, 0.3)

@@ -66,13 +66,16 @@ def robo_solve_ik_direction_up_multi_batch(
 
 
 def solve_with_settings(robot: RobotKinematics, candidates, settings: SolverSettings, active_dof_ids=None,
-                        device: str = "cpu", *, root_world_xform=None, backend: str = "auto") -> IKBatchResult:
+                        device: str = "cpu", *, root_world_xform=None, backend: str = "auto",
+                        joint_bounds=None) -> IKBatchResult:
     """:func:`robo_solve_ik_direction_up_multi_batch` of validated ``settings``
-    (``settings.solver_settings``), for a caller that keeps them (the node): the same answers,
-    the one-candidate path included."""
-    if ONE_CANDIDATE_PATH and backend == "auto" and root_world_xform is None:
+    (``settings.solver_settings``), for a caller that keeps them (the node, the MoveIt front
+    end): the same answers, the one-candidate path included. ``joint_bounds``: optional
+    (lower, upper) (D,) narrowing the limits (``build_problem``)."""
+    if ONE_CANDIDATE_PATH and backend == "auto" and root_world_xform is None and joint_bounds is None:
         result = one_target.solve_one(robot, candidates, device, settings, active_dof_ids)
         if result is not None:
             return result
-    problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings)
+    problem = build_problem(robot, candidates, active_dof_ids, device, root_world_xform, settings,
+                            joint_bounds=joint_bounds)
     return solve_problem(problem, backend=backend)

@@ -291,23 +291,24 @@ def _one_candidate_path(accept, joint_bounds, root_world_xform, seeding, selecti
 
 
 def search_with_settings(robot: RobotKinematics, candidates, settings: SolverSettings, options: SearchSettings,
-                         active_dof_ids=None, *, collision_scene: Optional[CollisionScene] = None) -> SearchResult:
+                         active_dof_ids=None, *, collision_scene: Optional[CollisionScene] = None,
+                         accept: Optional[AcceptFn] = None, joint_bounds=None) -> SearchResult:
     """:func:`robo_search_ik_direction_up` of validated settings, for a caller that keeps them (the
-    node): the same answers, the one-candidate path included.
+    node, the MoveIt front end): the same answers, the one-candidate path included.
 
     Args:
-        robot, candidates, active_dof_ids, collision_scene: as for the search.
+        robot, candidates, active_dof_ids, collision_scene, accept, joint_bounds: as for the search.
         settings: the local solves' settings (``settings.solver_settings``).
         options: the search's (``settings.search_settings``; ``max_rounds`` or ``time_budget``
             set). ``num_seeds=0, max_rounds=1`` is the spec's local solve from the current state
             (``solve_problem`` of the built problem, the same answer).
     """
-    if _one_candidate_path(None, None, None, options.seeding, options.selection):
+    if _one_candidate_path(accept, joint_bounds, None, options.seeding, options.selection):
         found = _search_one_target(robot, candidates, "cpu", settings, options, collision_scene, active_dof_ids)
         if found is not None:
             return found
-    problem = build_problem(robot, candidates, active_dof_ids, "cpu", None, settings)
+    problem = build_problem(robot, candidates, active_dof_ids, "cpu", None, settings, joint_bounds=joint_bounds)
     return engine.search_problem(problem, num_seeds=options.num_seeds, time_budget=options.time_budget,
                                  max_rounds=options.max_rounds, min_successes=options.min_successes,
-                                 selection=options.selection, random_seed=options.random_seed,
+                                 selection=options.selection, random_seed=options.random_seed, accept=accept,
                                  seeding=options.seeding, collision_scene=collision_scene)

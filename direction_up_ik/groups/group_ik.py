@@ -41,8 +41,7 @@ from typing import Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..core import (CollisionScene, DirectionUpIKError, DirectionUpTarget, RobotKinematics, build_problem,
-                    search_problem, solve_problem, warm_up_search)
+from ..core import CollisionScene, DirectionUpIKError, DirectionUpTarget, RobotKinematics, warm_up_search
 from ..core.backend import prepare_kernels
 from ..core.batch import solve_with_settings
 from ..core.limits import LIMIT_TOLERANCE, clamp_to_limits, float32_within_limits
@@ -354,57 +353,38 @@ class GroupIK:
         timeout = config.timeout if timeout is None or timeout <= 0 else float(timeout)
         check = config.avoid_collisions if avoid_collisions is None else bool(avoid_collisions)
         scene = self._scene if check and self._scene is not None and self._scene.link_bodies else None
+        def accepted(_, joints):
+            verdict = solution_callback(poses, joints[self._active].astype(float).tolist())
+            return verdict is True or verdict == MoveItErrorCode.SUCCESS
+        accept = None if solution_callback is None else accepted
+        # Through the core's calls for validated settings: without bounds or a callback they take
+        # the one-candidate path (arrays kept between calls), with the same answers.
         found = None
-        if bounds is None and solution_callback is None:
-            # The core's one-candidate path (arrays kept between calls), the same answers.
-            try:
-                if not search:
-                    result = solve_with_settings(robot, (targets,), config.settings, self._active_ids)
-                    timed_out = False
-                else:
-                    found = search_with_settings(robot, (targets,), config.settings,
-                                                 self._search_options(timeout), self._active_ids,
-                                                 collision_scene=scene)
-                    result, timed_out = found.result, found.timed_out
-            except FloatingPointError as exc:  # NumericalFailure
-                return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
-            except DirectionUpIKError as exc:
-                return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE, str(exc))
-            return self._answer(result, timed_out, found, scene, search)
-        try:
-            problem = build_problem(robot, (targets,), self._active_ids, "cpu", None, config.settings,
-                                    joint_bounds=bounds)
-        except DirectionUpIKError as exc:
-            return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE, str(exc))
         try:
             if not search:
-                result, timed_out = solve_problem(problem), False
+                result = solve_with_settings(robot, (targets,), config.settings, self._active_ids,
+                                             joint_bounds=bounds)
+                timed_out = False
             else:
-                accept = None
-                if solution_callback is not None:
-                    def accept(_, joints):
-                        verdict = solution_callback(poses, joints[self._active].astype(float).tolist())
-                        return verdict is True or verdict == MoveItErrorCode.SUCCESS
-                # Consistency limits narrow the bounds to a box around the seed: uniform
-                # starts in it, not the seed library, which such bounds would rebuild for
-                # every query (most of a time budget of milliseconds).
-                options = config.search
-                found = search_problem(problem, num_seeds=options.num_seeds, time_budget=timeout,
-                                       max_rounds=None, min_successes=options.min_successes,
-                                       selection=options.selection, random_seed=options.random_seed,
-                                       accept=accept, seeding=options.seeding if bounds is None else "random",
-                                       collision_scene=scene)
+                found = search_with_settings(robot, (targets,), config.settings,
+                                             self._search_options(timeout, bounds is not None), self._active_ids,
+                                             collision_scene=scene, accept=accept, joint_bounds=bounds)
                 result, timed_out = found.result, found.timed_out
-        except FloatingPointError as exc:
+        except FloatingPointError as exc:  # NumericalFailure
             return IKResult(None, MoveItErrorCode.NO_IK_SOLUTION, str(exc))
+        except DirectionUpIKError as exc:
+            return IKResult(None, MoveItErrorCode.INVALID_ROBOT_STATE, str(exc))
         return self._answer(result, timed_out, found, scene, search)
 
-    def _search_options(self, timeout: float):
-        """The group's search options (kinematics.yaml) with this budget (s), validated."""
+    def _search_options(self, timeout: float, bounded: bool):
+        """The group's search options (kinematics.yaml) with this budget (s), validated.
+        Consistency limits (``bounded``) narrow the bounds to a box around the seed: uniform
+        starts in it, not the seed library, which such bounds would rebuild for every query
+        (most of a time budget of milliseconds)."""
         options = self._config.search
         return search_settings(num_seeds=options.num_seeds, time_budget=timeout, max_rounds=None,
                                min_successes=options.min_successes, selection=options.selection,
-                               random_seed=options.random_seed, seeding=options.seeding)
+                               random_seed=options.random_seed, seeding="random" if bounded else options.seeding)
 
     def _answer(self, result, timed_out: bool, found, scene, search: bool) -> IKResult:
         """The IKResult of a solve's ``result`` (one candidate; ``found``: the search's
