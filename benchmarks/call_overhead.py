@@ -110,7 +110,7 @@ def replay(robot, cand) -> dict:
     pair = search_api._one_target_settings(
         (KW["max_position_error"],) + tuple(SEARCH_SOLVER_DEFAULTS[k] for k in (
             "max_step_norm", "jacobian", "stall_window", "num_step_scales", "damping_mode", "periodic_joints"))
-        + (KW["num_seeds"], KW["time_budget"], None, 1, 0), {})
+        + (KW["num_seeds"], KW["time_budget"], None, 1, 0, "least_motion"), {})
     t0 = ns()
     search_api._search_one_target(robot, (cand,), "cpu", *pair)
     one = ns() - t0

@@ -101,7 +101,7 @@ _SETTINGS_PAIRS: dict = {}
 def _one_target_settings(values: tuple, extra: dict):
     """(SolverSettings, SearchSettings) of a one-target search's arguments ``values`` (the
     solver's max_position_error ... periodic_joints, then num_seeds, time_budget, max_rounds,
-    min_successes, random_seed; the other options at their one-target values) and the solver
+    min_successes, random_seed, selection; the other options at their one-target values) and the solver
     keywords ``extra``, memoised like ``settings.solver_settings`` (the key holds each value's
     type) but in one look-up for both; None when a value is invalid (the general path raises)
     or unhashable."""
@@ -117,8 +117,7 @@ def _one_target_settings(values: tuple, extra: dict):
         try:
             pair = (solver_settings(**dict(zip(names, values[:7])), **extra),
                     search_settings(**dict(zip(("num_seeds", "time_budget", "max_rounds", "min_successes",
-                                                "random_seed"), values[7:])),
-                                    selection="least_motion", seeding="nearest"))
+                                                "random_seed", "selection"), values[7:])), seeding="nearest"))
         except DirectionUpIKError:
             return None
         if len(_SETTINGS_PAIRS) >= 256:
@@ -128,20 +127,21 @@ def _one_target_settings(values: tuple, extra: dict):
 
 
 def _one_target_seed_arrays(problem: IKProblem) -> dict:
-    """``seed_arrays_of`` the problem of a one-target layout for least-motion searches."""
-    return engine.seed_arrays_of(problem, 0, 0, "least_motion")
+    """``seed_arrays_of`` the problem of a one-target layout, with the limit-centre arrays
+    (its searches select by either rule; the kernel writes each call's anchor)."""
+    return engine.seed_arrays_of(problem, 0, 0, "limit_center")
 
 
 def _search_one_target(robot, candidates, device, settings, options,
                        collision_scene: Optional[CollisionScene] = None, active_dof_ids=None) -> Optional[SearchResult]:
     """:func:`robo_search_ik_direction_up` of a one-candidate request (``one_target.layout_of``)
-    with validated ``settings`` and ``options`` (nearest seeding, least-motion selection) and
-    the other arguments at their defaults but ``collision_scene`` and ``active_dof_ids``, on the
+    with validated ``settings`` and ``options`` (nearest seeding, either selection) and the
+    other arguments at their defaults but ``collision_scene`` and ``active_dof_ids``, on the
     arrays kept for its layout: the compiled search's rounds (:func:`_compiled_search`) on the
     same values, so the same answers; with a scene, then the collision search's check of its
     answer and, where that collides, its search again on the built problem
-    (``search.collision_search_after``). None when the request is not one it covers, or where the compiled search gives up (the
-    general path then answers, or raises)."""
+    (``search.collision_search_after``). None when the request is not one it covers, or where
+    the compiled search gives up (the general path then answers, or raises)."""
     begun = time.perf_counter()
     found = _search_one_layout(robot, candidates, device, settings, options, active_dof_ids)
     if found is None or collision_scene is None:
@@ -177,7 +177,8 @@ def _search_one_layout(robot, candidates, device, settings, options, active_dof_
     rounds, more = plan  # with more, a candidate pending after the kernel's rounds comes back status 2
     out = layout.kernel.run(robot.joint_q, target.position_world, target.direction_world, target.up_world,
                             num_seeds=num_seeds, max_rounds=rounds, unlimited=more,
-                            min_successes=min_successes, deadline=deadline)
+                            min_successes=min_successes, deadline=deadline,
+                            limit_center=options.selection == "limit_center")
     if out is None:
         return None  # a numerical failure: the general path raises it
     result, timed_out = out.result, out.status == 1
@@ -189,7 +190,7 @@ def _search_one_layout(robot, candidates, device, settings, options, active_dof_
                            out.iterations, out.closest)
         problem = build_problem(robot, candidates, active_dof_ids, device, None, settings)
         out, _ = engine._search(problem, num_seeds=num_seeds, deadline=deadline, max_rounds=max_rounds,
-                                min_successes=min_successes, selection="least_motion",
+                                min_successes=min_successes, selection=options.selection,
                                 random_seed=options.random_seed, accept=None, seeding="nearest",
                                 parallel=None, resume=resume)
         result, timed_out = out.result, out.timed_out
@@ -263,10 +264,10 @@ def robo_search_ik_direction_up(
     """
     if time_budget is None and max_rounds is None:
         max_rounds = 1
-    if _one_candidate_path(accept, joint_bounds, root_world_xform, seeding, selection):
+    if _one_candidate_path(accept, joint_bounds, root_world_xform, seeding):
         pair = _one_target_settings((max_position_error, max_step_norm, jacobian, stall_window, num_step_scales,
                                      damping_mode, periodic_joints, num_seeds, time_budget, max_rounds,
-                                     min_successes, random_seed), settings)
+                                     min_successes, random_seed, selection), settings)
         found = None if pair is None else _search_one_target(robot, candidates, device, *pair, collision_scene,
                                                              active_dof_ids)
         if found is not None:
@@ -282,12 +283,12 @@ def robo_search_ik_direction_up(
                           accept=accept, seeding=seeding, collision_scene=collision_scene)
 
 
-def _one_candidate_path(accept, joint_bounds, root_world_xform, seeding, selection) -> bool:
+def _one_candidate_path(accept, joint_bounds, root_world_xform, seeding) -> bool:
     """Whether a search with these options may take the one-candidate path (which then checks
     the request itself and its active joints, ``one_target.layout_of``)."""
     return (ONE_TARGET_PATH and engine.COMPILED_SEARCH and accept is None
             and joint_bounds is None and root_world_xform is None
-            and seeding == "nearest" and selection == "least_motion")
+            and seeding == "nearest")
 
 
 def search_with_settings(robot: RobotKinematics, candidates, settings: SolverSettings, options: SearchSettings,
@@ -303,7 +304,7 @@ def search_with_settings(robot: RobotKinematics, candidates, settings: SolverSet
             set). ``num_seeds=0, max_rounds=1`` is the spec's local solve from the current state
             (``solve_problem`` of the built problem, the same answer).
     """
-    if _one_candidate_path(accept, joint_bounds, None, options.seeding, options.selection):
+    if _one_candidate_path(accept, joint_bounds, None, options.seeding):
         found = _search_one_target(robot, candidates, "cpu", settings, options, collision_scene, active_dof_ids)
         if found is not None:
             return found

@@ -244,12 +244,12 @@ def test_a_request_s_timeout_is_capped():
     assert time.perf_counter() - t0 < 60.0
 
 
-@pytest.mark.parametrize("robot", ["panda_like", "dual_arm_torso"])
+@pytest.mark.parametrize("robot", ["panda_like", "ur5_like", "dual_arm_torso"])
 def test_group_answers_equal_with_and_without_the_core_s_one_candidate_path(robot, monkeypatch):
     """A group's get_position_ik and search_position_ik (no consistency limits, no callback) go
-    through the core's one-candidate path (kept arrays, the group's active joints): the same
-    solutions and codes as the general path's, seeds near and far from the goal; the kept
-    layouts exist afterwards."""
+    through the core's one-candidate path (kept arrays, the group's active joints; the ur5's
+    group selects by limit_center): the same solutions and codes as the general path's, seeds
+    near and far from the goal; the kept layouts exist afterwards."""
     from direction_up_ik.core import batch, one_target, search_api
     solver = next(s for s in _solvers(robot).values() if len(s.get_link_names()) == 1)
     model = _model(solver, robot)

@@ -411,17 +411,18 @@ class OneCandidate(OneSolve):
             center_bounded=arrays["center_bounded"], starts=np.empty(1, np.int64), successes=np.empty(1, np.int64),
             best_score=np.empty(1), outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64),
             closest=np.empty(1), own_query=True, feature_reach=float(features[0]), axis_scale=float(features[1]))
-        self._rounds_args: dict = {}  # {(num_seeds, max_rounds, unlimited, min_successes, has_deadline): args}
-        args = self._rounds_arguments((1, 1, False, 1, False))
+        self._rounds_args: dict = {}  # {(num_seeds, ... has_deadline, limit_center): args}
+        args = self._rounds_arguments((1, 1, False, 1, False, False))
         self.rounds = compiled_overload(search_rows, *args[:6], 0, *args[6:])
 
     def run(self, q_start: np.ndarray, position: np.ndarray, direction: Optional[np.ndarray],
             up: Optional[np.ndarray], *, num_seeds: int, max_rounds: int, unlimited: bool,
-            min_successes: int, deadline: Optional[float]) -> Optional[SearchOutcome]:
+            min_successes: int, deadline: Optional[float], limit_center: bool = False) -> Optional[SearchOutcome]:
         """:func:`search` of this layout's candidate at target ``position`` (3,) m with the
         unit axes ``direction`` and ``up`` (3,) (None where the pattern leaves them free) from
-        joint state ``q_start`` (D,) (values of float32), least-motion selection; the other
-        arguments and the return as :func:`search`. Every returned array is the caller's own."""
+        joint state ``q_start`` (D,) (values of float32); the other arguments and the return as
+        :func:`search` (``limit_center`` needs the centre arrays in the layout's seed arrays).
+        Every returned array is the caller's own."""
         self.put(q_start, position, direction, up)
         state = self.state
         has_deadline, deadline_ns = _deadline_ns(deadline)
@@ -430,7 +431,7 @@ class OneCandidate(OneSolve):
         if num_seeds == 0 or max_rounds == 0 or state.success[0] >= min_successes:
             return SearchOutcome(self._result(), _ONE_START.copy(), state.success.astype(np.int64), None, 1, 0,
                                  state.iterations.astype(np.int64), None)
-        options = (num_seeds, max_rounds, unlimited, min_successes, has_deadline)
+        options = (num_seeds, max_rounds, unlimited, min_successes, has_deadline, limit_center)
         args = self._rounds_args.get(options)
         if args is None:  # the same arrays every call: kept per options
             args = self._rounds_arguments(options)
@@ -446,9 +447,9 @@ class OneCandidate(OneSolve):
         targets, config, state, scratch of the blocks, whether there is a deadline; the
         :data:`~.layout.Search`, the rows of a round of seeds, their targets, the seed ranking's
         scratch) of a search with these ``options``, kept in ``_rounds_args``."""
-        num_seeds, max_rounds, unlimited, min_successes, has_deadline = options
+        num_seeds, max_rounds, unlimited, min_successes, has_deadline, limit_center = options
         spec = self.spec._replace(num_seeds=int(num_seeds), max_rounds=int(max_rounds), unlimited=bool(unlimited),
-                                  min_successes=int(min_successes))
+                                  min_successes=int(min_successes), limit_center=bool(limit_center))
         seeds, seed_targets, scan, work = search_scratch(1, spec.num_seeds, spec.max_rounds, has_deadline,
                                                          self.model, self.targets, self.config, self.state,
                                                          spec.leaves)

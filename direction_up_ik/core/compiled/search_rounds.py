@@ -126,13 +126,18 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
     any) has passed, and a round's rows stop at it. Fills ``search.starts``,
     ``search.successes``, ``search.best_score`` (inf: no success), ``search.iterations``,
     ``search.closest`` and ``search.outcome`` (with ``search.own_query`` it writes
-    ``search.query`` and ``search.anchor`` first). Returns True on a numerical failure."""
+    ``search.query`` and ``search.anchor``, ``search_plan.seed_anchor``'s, first). Returns True on a numerical failure."""
     b, k = state.q.shape[0], search.num_seeds
     scratch = work.sq[0]
     if search.own_query:
         for c in range(b):
             target_features(targets, c, search.feature_reach, search.axis_scale, search.query[c])
         copy1(search.anchor, config.q_initial)
+        if search.limit_center:  # bounded turned joints towards their limit centres (search_plan.seed_anchor)
+            for p in range(search.periodic.shape[0]):
+                lo, hi = search.periodic_lo[p], search.periodic_hi[p]
+                if np.isfinite(lo) and np.isfinite(hi):
+                    search.anchor[search.periodic[p]] = 0.5 * (lo + hi)
     for c in range(b):
         search.starts[c] = 1
         search.successes[c] = 0
