@@ -51,9 +51,10 @@ from .errors import InputValidationError, NumericalFailure
 from .problem import IKProblem
 from .result import (STOP_CONVERGED, STOP_IN_COLLISION, STOP_SUPERSEDED, IKBatchResult, merged_backend,
                      replace_rows, select_rows)
-from .seeds import LIBRARY_SIZE, library_for, limit_library_for, pose_features, random_starts, start_bounds
-from .search_plan import (center_scales, closeness, kernel_rounds, seed_anchor, seed_source, selection_score,
-                          uniform_rounds)
+from .seeds import (LIBRARY_SIZE, LIMIT_LIBRARY_SIZE, library_for, limit_library_for, pose_features, random_starts,
+                    start_bounds)
+from .search_plan import (center_scales, closeness, kernel_rounds, ranks_fit, seed_anchor, seed_source,
+                          selection_score, uniform_rounds)
 from .settings import search_settings
 
 #: A search of at least this many candidates that cannot run whole in compiled code runs as
@@ -313,11 +314,12 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     (the same ranks), a big batch in chunks queued for the worker threads. None when it
     does not apply, and :func:`_search` runs: numba unavailable or off for this robot,
     candidates of several constraint patterns, no active joint, untimed rounds without a
-    round limit, or a numerical failure (which :func:`_search` raises). It runs the
-    uniform library's first rounds (:func:`~.search_plan.kernel_rounds`); candidates still
-    pending after them with rounds left before the deadline and the round limit come back
-    ``used_up``: :func:`_search` goes on from them (the library near the limits, random draws
-    after the libraries), as it would have."""
+    round limit, or a numerical failure (which :func:`_search` raises). It runs the rounds
+    :func:`~.search_plan.kernel_rounds` gives it (counted rounds with both libraries, else the
+    uniform library's); candidates still pending after them with rounds left before the
+    deadline and the round limit come back ``used_up``: :func:`_search` goes on from them (the
+    library near the limits after a budget's uniform rounds, random draws after the
+    libraries), as it would have."""
     module = compiled_backend(problem) if COMPILED_SEARCH else None
     b = problem.num_candidates
     if module is None or b == 0 or len(problem.active) == 0:
@@ -325,15 +327,16 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
     has_direction, has_up = problem.has_direction, problem.has_up
     if b > 1 and not ((has_direction == has_direction[0]).all() and (has_up == has_up[0]).all()):
         return None
-    plan = kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE, deadline is not None)
+    plan = kernel_rounds(num_seeds, max_rounds, LIBRARY_SIZE, deadline is not None, LIMIT_LIBRARY_SIZE)
     if plan is None:
         return None
     rounds, more = plan
+    first_rounds = uniform_rounds(num_seeds, max_rounds, LIBRARY_SIZE)
     limit_center = selection == "limit_center"
     # With ``more``, candidates pending after the kernel's rounds come back used_up (status 2).
     out = module.search(problem, num_seeds=num_seeds, max_rounds=rounds, unlimited=more,
                         min_successes=min_successes, limit_center=limit_center,
-                        seed_arrays=lambda: seed_arrays_of(problem, num_seeds, rounds, selection),
+                        seed_arrays=lambda: seed_arrays_of(problem, num_seeds, rounds, selection, first_rounds),
                         deadline=deadline)
     if out is None:
         return None
@@ -350,16 +353,23 @@ def _compiled_search(problem: IKProblem, *, num_seeds: int, deadline: Optional[f
                      out.iterations, closest)
 
 
-def seed_arrays_of(problem: IKProblem, num_seeds: int, rounds: int, selection: str) -> Optional[dict]:
+def seed_arrays_of(problem: IKProblem, num_seeds: int, rounds: int, selection: str,
+                   first_rounds: Optional[int] = None) -> Optional[dict]:
     """The library and selection arrays of the compiled search (``compiled.search``'s
     ``seed_arrays``) for ``rounds`` rounds of ``num_seeds`` seeds of the problem's candidates
-    (one constraint pattern), or None when the library holds fewer states (only where a test
-    makes a small one)."""
+    (one constraint pattern): rounds after ``first_rounds`` (None: none) take turns with the
+    library near the limits (``search_plan.seed_source``). None when the libraries hold fewer
+    states (only where a test makes a small one)."""
     library = library_for(problem)
-    if rounds * num_seeds > len(library):
+    first_rounds = rounds if first_rounds is None else min(first_rounds, rounds)
+    limit = limit_library_for(problem) if rounds > first_rounds else None
+    if not ranks_fit(num_seeds, rounds, first_rounds, len(library), 0 if limit is None else len(limit)):
         return None
     has_direction, has_up = problem.has_direction[0], problem.has_up[0]
     leaves, lib_q, periodic = library.kernel_arrays(problem, has_direction, has_up)
+    # Without later rounds the kernel never reads the second library: the uniform one stands in.
+    limit_leaves, limit_q, _ = (leaves, lib_q, None) if limit is None else \
+        limit.kernel_arrays(problem, has_direction, has_up)
     query = pose_features(problem.target_position, problem.target_direction, problem.target_up,
                           has_direction, has_up)
     if selection == "limit_center":
@@ -370,7 +380,8 @@ def seed_arrays_of(problem: IKProblem, num_seeds: int, rounds: int, selection: s
                 periodic=periodic, periodic_lo=np.array(problem.lower[periodic], dtype=np.float64),
                 periodic_hi=np.array(problem.upper[periodic], dtype=np.float64),
                 anchor=np.array(seed_anchor(problem, selection), dtype=np.float64),
-                center_mid=mid, center_half=half, center_bounded=bounded)
+                center_mid=mid, center_half=half, center_bounded=bounded, first_rounds=int(first_rounds),
+                limit_leaves=limit_leaves, limit_lib_q=limit_q)
 
 
 def split_count(problem: IKProblem, *, num_seeds: int, max_rounds: Optional[int], timed: bool,

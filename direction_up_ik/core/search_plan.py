@@ -53,22 +53,41 @@ def seed_source(round_index: int, num_seeds: int, first_rounds: Optional[int] = 
     return False, (first_rounds + later // 2) * num_seeds
 
 
-def kernel_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int, timed: bool):
+def kernel_rounds(num_seeds: int, max_rounds: Optional[int], library_size: int, timed: bool,
+                  limit_library_size: int = 0):
     """(rounds of seeds the compiled search runs, whether the Python rounds may go on after them)
     for a search of ``num_seeds`` seeds per round and ``max_rounds`` (None: until the deadline;
     ``timed``: the search has one) on a uniform library of ``library_size`` states: the uniform
-    rounds (:func:`uniform_rounds`) that library holds; later rounds (and those past a small
-    library's end) are ``search._search``'s. None when the library holds no round of seeds, or
-    for rounds until every candidate succeeds (neither a round limit nor a deadline: random
-    draws after the library): the Python rounds then do all."""
+    rounds (:func:`uniform_rounds`) that library holds; with ``limit_library_size`` (the
+    library near the limits in the kernel too) every counted round whose seeds both libraries
+    hold. Later rounds (and those past a small library's end) are ``search._search``'s. None
+    when the library holds no round of seeds, or for rounds until every candidate succeeds
+    (neither a round limit nor a deadline: random draws after the library): the Python rounds
+    then do all."""
     if num_seeds == 0:
         return 0, False
     if max_rounds is None and not timed:
         return None
-    rounds = min(uniform_rounds(num_seeds, max_rounds, library_size), library_size // num_seeds)
+    first_rounds = uniform_rounds(num_seeds, max_rounds, library_size)
+    rounds = min(first_rounds, library_size // num_seeds)
     if max_rounds is not None and max_rounds <= rounds:
         return max_rounds, False
+    if limit_library_size and max_rounds is not None and rounds == first_rounds and \
+            ranks_fit(num_seeds, max_rounds, first_rounds, library_size, limit_library_size):
+        return max_rounds, False
     return (rounds, True) if rounds else None
+
+
+def ranks_fit(num_seeds: int, rounds: int, first_rounds: int, library_size: int, limit_library_size: int) -> bool:
+    """Whether the seeds of rounds 1 .. ``rounds`` (:func:`seed_source` with ``first_rounds``)
+    lie within the uniform library of ``library_size`` states and the one near the limits of
+    ``limit_library_size``. Each library's ranks grow round by round, so its last round tells."""
+    for r in {min(rounds, first_rounds), rounds - 1, rounds}:
+        if r >= 1:
+            near_limits, first = seed_source(r, num_seeds, first_rounds)
+            if first + num_seeds > (limit_library_size if near_limits else library_size):
+                return False
+    return True
 
 
 def selection_score(problem: IKProblem, q: np.ndarray, cost: np.ndarray, selection: str) -> np.ndarray:

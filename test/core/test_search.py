@@ -286,8 +286,8 @@ def test_the_compiled_search_finds_what_the_python_rounds_find(panda, ur5, case,
     for two threads ("batch"), the other selection on the ur5 (joints of +-2 pi, turned
     towards the anchor), relays that need two successes, a time budget (long enough not to
     stop anything), single targets (round 0 before the kernel's rounds), no seeds, and targets
-    out of reach (each reports its nearest attempt). Six rounds: the kernel's three, then the
-    Python rounds go on from them (the library near the limits in rounds 4 and 6)."""
+    out of reach (each reports its nearest attempt). Six rounds, all in the kernel: three from
+    the uniform library, then turns with the library near the limits (rounds 4 and 6)."""
     pytest.importorskip("numba", reason="the compiled search is the numba backend's")
     from direction_up_ik.core.compiled import api as kernel_api
     robot = ur5 if case == "batch_limit_center" else panda
@@ -404,6 +404,14 @@ def test_the_compiled_search_runs_the_uniform_rounds_and_leaves_the_rest_to_pyth
     assert kernel_rounds(0, None, 4096, False) == (0, False)  # round 0 only
     assert kernel_rounds(4, 2, 4096, False) == (2, False)  # all of them uniform rounds
     assert kernel_rounds(4, 5, 4096, True) == (3, True)  # then turns with the library near the limits
+    # ... which the kernel runs too when it has that library, while both hold the rounds' ranks
+    assert kernel_rounds(4, 5, 4096, False, 8192) == (5, False)
+    assert kernel_rounds(4, 8, 4096, True, 8192) == (8, False)
+    assert kernel_rounds(4, 8, 4096, False, 8) == (3, True)  # round 6 would rank 4..7 of 8: round 8 8..11
+    assert kernel_rounds(4, 7, 4096, False, 8) == (7, False)
+    assert kernel_rounds(4, 6, 16, False, 8192) == (6, False)  # round 5 ranks 12..15 of 16
+    assert kernel_rounds(4, 7, 16, False, 8192) == (3, True)  # round 7 would rank 16..19
+    assert kernel_rounds(4, None, 4096, True, 8192) == (1024, True)  # a budget: the uniform rounds first
     assert kernel_rounds(4, None, 4096, True) == (1024, True)  # the deadline ends them
     assert kernel_rounds(4, None, 4096, False) is None  # until every candidate succeeds: Python's
     assert kernel_rounds(8, None, 4, True) is None  # not one round in the library

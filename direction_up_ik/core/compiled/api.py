@@ -222,13 +222,14 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
 
     Args:
         problem: built with the search's settings; num_seeds, max_rounds (>= 0, with
-            ``max_rounds * num_seeds`` at most the library's size), unlimited (see
+            the rounds' ranks within the libraries), unlimited (see
             :data:`~.layout.Search`), min_successes: as for the search; limit_center: the
             "limit_center" selection (else least motion).
         seed_arrays: called (once, only when rounds of seeds may run) for a dict of the
             library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
-            ``center_bounded``; writable and C-contiguous but ``lib_q``, read-only; at
-            least ``max_rounds * num_seeds`` library states), or None: then this returns None.
+            ``center_bounded``, ``first_rounds``, ``limit_leaves``, ``limit_lib_q``; writable
+            and C-contiguous but the libraries' states, read-only; ranks enough for every
+            round), or None: then this returns None.
         deadline: ``time.perf_counter()`` value: no round starts after it, running solves
             stop at it (reason time_budget).
         parallel: None = a batch of at least :data:`SEARCH_CHUNK_ROWS` candidates is cut
@@ -265,7 +266,7 @@ def search(problem: IKProblem, *, num_seeds: int, max_rounds: int, unlimited: bo
     arrays = seed_arrays()
     if arrays is None:
         return None
-    arrays["leaves"] = tuple(arrays["leaves"])
+    arrays["leaves"], arrays["limit_leaves"] = tuple(arrays["leaves"]), tuple(arrays["limit_leaves"])
     spec = Search(round0_done=chunks == 1, num_seeds=int(num_seeds), max_rounds=int(max_rounds),
                   unlimited=bool(unlimited), min_successes=int(min_successes), limit_center=bool(limit_center),
                   starts=empty(b, i8), successes=empty(b, i8), best_score=empty(b),
@@ -393,8 +394,9 @@ class OneCandidate(OneSolve):
         features: (reach, axis scale) of the seed library's query features
             (``seeds.FEATURE_REACH``, ``seeds.AXIS_SCALE``).
         seed_arrays: the library and selection arrays of :data:`~.layout.Search` (``leaves`` ...
-            ``center_bounded``, as :func:`search` asks for; the kernel writes each call's query
-            features and anchor into copies of ``query`` and ``anchor``).
+            ``limit_lib_q``, as :func:`search` asks for; the kernel writes each call's query
+            features and anchor into copies of ``query`` and ``anchor``). Its rounds rank the
+            uniform library alone.
     """
 
     def __init__(self, problem: IKProblem, features: tuple, seed_arrays: dict) -> None:
@@ -410,7 +412,8 @@ class OneCandidate(OneSolve):
             anchor=arrays["anchor"].copy(), center_mid=arrays["center_mid"], center_half=arrays["center_half"],
             center_bounded=arrays["center_bounded"], starts=np.empty(1, np.int64), successes=np.empty(1, np.int64),
             best_score=np.empty(1), outcome=np.zeros(2, dtype=np.int64), iterations=np.empty(1, np.int64),
-            closest=np.empty(1), own_query=True, feature_reach=float(features[0]), axis_scale=float(features[1]))
+            closest=np.empty(1), own_query=True, feature_reach=float(features[0]), axis_scale=float(features[1]),
+            first_rounds=0, limit_leaves=Leaves(*arrays["limit_leaves"]), limit_lib_q=arrays["limit_lib_q"])
         self._rounds_args: dict = {}  # {(num_seeds, ... has_deadline, limit_center): args}
         args = self._rounds_arguments((1, 1, False, 1, False, False))
         self.rounds = compiled_overload(search_rows, *args[:6], 0, *args[6:])
@@ -448,11 +451,13 @@ class OneCandidate(OneSolve):
         :data:`~.layout.Search`, the rows of a round of seeds, their targets, the seed ranking's
         scratch) of a search with these ``options``, kept in ``_rounds_args``."""
         num_seeds, max_rounds, unlimited, min_successes, has_deadline, limit_center = options
+        # Its rounds rank the uniform library alone (search_plan.kernel_rounds without the
+        # library near the limits): first_rounds past the last.
         spec = self.spec._replace(num_seeds=int(num_seeds), max_rounds=int(max_rounds), unlimited=bool(unlimited),
-                                  min_successes=int(min_successes), limit_center=bool(limit_center))
+                                  min_successes=int(min_successes), limit_center=bool(limit_center),
+                                  first_rounds=int(max_rounds))
         seeds, seed_targets, scan, work = search_scratch(1, spec.num_seeds, spec.max_rounds, has_deadline,
-                                                         self.model, self.targets, self.config, self.state,
-                                                         spec.leaves)
+                                                         self.model, self.targets, self.config, self.state, spec)
         if len(self._rounds_args) >= 8:
             self._rounds_args.clear()
         args = self._rounds_args[options] = (self.model, self.targets, self.config, self.state, work, has_deadline,
@@ -600,7 +605,8 @@ def _warm_up_search(problem: IKProblem) -> None:
     arrays = dict(leaves=leaves, query=np.zeros((problem.num_candidates, f)), lib_q=lib_q,
                   periodic=np.array([a[0]], dtype=np.int64), periodic_lo=np.array([-3.0]),
                   periodic_hi=np.array([3.0]), anchor=np.zeros(d), center_mid=np.zeros(len(a)),
-                  center_half=np.ones(len(a)), center_bounded=np.ones(len(a), dtype=np.bool_))
+                  center_half=np.ones(len(a)), center_bounded=np.ones(len(a), dtype=np.bool_),
+                  first_rounds=1, limit_leaves=leaves, limit_lib_q=lib_q)  # round 2 from the second library
     for deadline in (None, time.perf_counter() + 60.0):
         search(problem, num_seeds=1, max_rounds=2, unlimited=False, min_successes=2, limit_center=True,
                seed_arrays=lambda: arrays, deadline=deadline)

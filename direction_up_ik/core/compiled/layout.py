@@ -113,12 +113,15 @@ Work = namedtuple("Work", (
 #: ``own_query`` the rounds first write ``query`` themselves, the features of each
 #: candidate's targets (``search_rounds.target_features``, ``feature_reach`` and
 #: ``axis_scale`` the library's), and ``config.q_initial`` into ``anchor`` (the one-target
-#: path, ``api.OneCandidate``).
+#: path, ``api.OneCandidate``). Rounds 1 .. ``first_rounds`` rank that library; later ones take
+#: turns with the library near the limits, ``limit_leaves`` and ``limit_lib_q`` (its states),
+#: as ``search_plan.seed_source`` orders them (``first_rounds >= max_rounds``: never; then
+#: those two may be the uniform library's own, unread).
 Search = namedtuple("Search", (
     "round0_done", "num_seeds", "max_rounds", "unlimited", "min_successes", "limit_center", "leaves",
     "query", "lib_q", "periodic", "periodic_lo", "periodic_hi", "anchor", "center_mid", "center_half",
     "center_bounded", "starts", "successes", "best_score", "outcome", "iterations", "closest", "own_query",
-    "feature_reach", "axis_scale"))
+    "feature_reach", "axis_scale", "first_rounds", "limit_leaves", "limit_lib_q"))
 
 #: M points (a seed library's features) cut into L leaves for ``seed_scan.nearest_into``:
 #: ``points_t`` (F, M) in leaf order, one feature per row, ``index`` (M,) int64 their

@@ -55,15 +55,27 @@ def closeness(config, err):
 
 
 @jitable
-def seed_rows(targets, search, seed_state, seed_targets, c, base, first, need, scan):
-    """Rows base .. base + K - 1 of ``seed_state``/``seed_targets``: candidate c's library
-    states of distance ranks first .. first + K - 1 (nearest first), their periodic joints
+def seed_source(round_index, k, first_rounds):
+    """(near the limits, first rank) of the library seeds of round ``round_index`` (1 = the
+    first round of seeds): ``search_plan.seed_source``, the kernel's copy."""
+    if round_index <= first_rounds:
+        return False, (round_index - 1) * k
+    later = round_index - first_rounds - 1
+    if later % 2 == 0:
+        return True, (later // 2) * k
+    return False, (first_rounds + later // 2) * k
+
+
+@jitable
+def seed_rows(targets, search, leaves, lib_q, seed_state, seed_targets, c, base, first, need, scan):
+    """Rows base .. base + K - 1 of ``seed_state``/``seed_targets``: candidate c's states of
+    the library ``leaves``/``lib_q`` of distance ranks first .. first + K - 1 (nearest first), their periodic joints
     turned by whole turns towards ``search.anchor`` within the bounds
     (``SeedLibrary.seeds``), as one relay (group c, quota ``need``) towards c's targets."""
     k = search.num_seeds
-    nearest_into(search.leaves, search.query[c], first, k, scan.bound, scan.best_d, scan.best_i)
+    nearest_into(leaves, search.query[c], first, k, scan.bound, scan.best_d, scan.best_i)
     for s in range(k):
-        row, library_state = base + s, search.lib_q[scan.best_i[first + s]]
+        row, library_state = base + s, lib_q[scan.best_i[first + s]]
         for j in range(library_state.shape[0]):
             seed_state.q[row, j] = library_state[j]
         for p in range(search.periodic.shape[0]):
@@ -126,7 +138,8 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
     any) has passed, and a round's rows stop at it. Fills ``search.starts``,
     ``search.successes``, ``search.best_score`` (inf: no success), ``search.iterations``,
     ``search.closest`` and ``search.outcome`` (with ``search.own_query`` it writes
-    ``search.query`` and ``search.anchor``, ``search_plan.seed_anchor``'s, first). Returns True on a numerical failure."""
+    ``search.query`` and ``search.anchor``, ``search_plan.seed_anchor``'s, first). A round's
+    seeds come from the library :func:`seed_source` names. Returns True on a numerical failure."""
     b, k = state.q.shape[0], search.num_seeds
     scratch = work.sq[0]
     if search.own_query:
@@ -160,11 +173,13 @@ def search_rounds(model, targets, config, state, work, has_deadline, deadline_ns
         if rounds > search.max_rounds:
             status = 2 if search.unlimited else 0
             break
-        first, n = (rounds - 1) * k, 0
+        near_limits, first = seed_source(rounds, k, search.first_rounds)
+        leaves, lib_q = (search.limit_leaves, search.limit_lib_q) if near_limits else (search.leaves, search.lib_q)
+        n = 0
         for c in range(b):
             if search.successes[c] < search.min_successes:
                 need = search.min_successes - search.successes[c]
-                seed_rows(targets, search, seed_state, seed_targets, c, n * k, first, need, scan)
+                seed_rows(targets, search, leaves, lib_q, seed_state, seed_targets, c, n * k, first, need, scan)
                 n += 1
         rows = n * k
         ss, ts = seed_state, seed_targets
@@ -216,11 +231,12 @@ call_search_rows = native_call(search_rows)
 
 
 @jitable
-def search_scratch(b, k, max_rounds, has_deadline, model, targets, config, state, leaves):
+def search_scratch(b, k, max_rounds, has_deadline, model, targets, config, state, search):
     """The scratch of a search of ``b`` candidates with ``k`` seeds per round and at most
     ``max_rounds`` rounds (:func:`search_rows`): the rows of a round of seeds (a
     :data:`~.layout.State` and :data:`~.layout.Targets` of b * k rows, their local axes
-    ``targets``'), the seed ranking's :data:`~.layout.Scan` and the :data:`~.layout.Work` of
+    ``targets``'), the seed ranking's :data:`~.layout.Scan` (for either library of the
+    :data:`~.layout.Search` ``search``) and the :data:`~.layout.Work` of
     the largest block (blocks of round 0 hold ``BLOCK_ROWS`` rows, blocks of seeds up to a
     relay more; with a deadline a round is one block). None of it needs initial values. Also
     plain Python: ``api.OneCandidate`` allocates it once with numpy."""
@@ -238,7 +254,8 @@ def search_scratch(b, k, max_rounds, has_deadline, model, targets, config, state
                            np.empty((b * k, e), dtype=np.bool_), np.empty((b * k, e), dtype=np.bool_),
                            targets.local_direction, targets.local_up)
     ranks = max_rounds * k
-    scan = Scan(np.empty(leaves.lo_t.shape[1]), np.empty(ranks), np.empty(ranks, dtype=np.int64))
+    leaf_count = max(search.leaves.lo_t.shape[1], search.limit_leaves.lo_t.shape[1])
+    scan = Scan(np.empty(leaf_count), np.empty(ranks), np.empty(ranks, dtype=np.int64))
     work = alloc_work(rows, model.parent.shape[0], e, config.active.shape[0], d, config.stall_window)
     return seeds, seed_targets, scan, work
 
@@ -253,9 +270,10 @@ def run_search(model_fields, target_fields, config_fields, state_fields, has_dea
     Returns True when a candidate hit a numerical failure (then the search stopped)."""
     model, targets = Model(*model_fields), Targets(*target_fields)
     config, state = Config(*config_fields), State(*state_fields)
-    search = Search(*(search_fields[:6] + (Leaves(*search_fields[6]),) + search_fields[7:]))
+    f = search_fields
+    search = Search(*(f[:6] + (Leaves(*f[6]),) + f[7:26] + (Leaves(*f[26]), f[27])))
     b, k = state.q.shape[0], search.num_seeds
     seeds, seed_targets, scan, work = search_scratch(b, k, search.max_rounds, has_deadline, model, targets, config,
-                                                     state, search.leaves)
+                                                     state, search)
     return call_search_rows((model, targets, config, state, work, has_deadline, deadline_ns, search, seeds,
                              seed_targets, scan))
