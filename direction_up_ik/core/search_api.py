@@ -101,10 +101,10 @@ _SETTINGS_PAIRS: dict = {}
 def _one_target_settings(values: tuple, extra: dict):
     """(SolverSettings, SearchSettings) of a one-target search's arguments ``values`` (the
     solver's max_position_error ... periodic_joints, then num_seeds, time_budget, max_rounds,
-    min_successes, random_seed, selection; the other options at their one-target values) and the solver
-    keywords ``extra``, memoised like ``settings.solver_settings`` (the key holds each value's
-    type) but in one look-up for both; None when a value is invalid (the general path raises)
-    or unhashable."""
+    min_successes, random_seed, selection; seeding "nearest") and the solver keywords
+    ``extra``, memoised like ``settings.solver_settings`` (the key holds each value's type)
+    but in one look-up for both; None when a value is invalid (the general path raises) or
+    unhashable."""
     extras = tuple(extra.items())
     try:
         key = (values, extras, tuple(map(type, values)), tuple(map(type, extra.values())))

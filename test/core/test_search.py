@@ -398,6 +398,17 @@ def test_later_rounds_take_turns_between_the_library_near_the_limits_and_the_uni
     assert search_plan.seed_source(1025, 4, 1024) == (True, 0)
 
 
+def test_the_kernels_seed_source_is_the_plans():
+    """``search_rounds.seed_source`` (the kernel's copy, run here as the plain Python it also
+    is) orders the rounds' libraries and ranks as ``search_plan.seed_source`` does."""
+    pytest.importorskip("numba", reason="the kernels' module needs numba")
+    from direction_up_ik.core.compiled import search_rounds
+    for k in (1, 2, 4, 7):
+        for first_rounds in (0, 1, 3, 5):
+            for r in range(1, 30):
+                assert search_rounds.seed_source(r, k, first_rounds) == search_plan.seed_source(r, k, first_rounds)
+
+
 def test_the_compiled_search_runs_the_uniform_rounds_and_leaves_the_rest_to_python():
     """``kernel_rounds``: (the compiled search's rounds, whether Python rounds may follow)."""
     kernel_rounds = search_plan.kernel_rounds

@@ -69,9 +69,9 @@ def seed_source(round_index, k, first_rounds):
 @jitable
 def seed_rows(targets, search, leaves, lib_q, seed_state, seed_targets, c, base, first, need, scan):
     """Rows base .. base + K - 1 of ``seed_state``/``seed_targets``: candidate c's states of
-    the library ``leaves``/``lib_q`` of distance ranks first .. first + K - 1 (nearest first), their periodic joints
-    turned by whole turns towards ``search.anchor`` within the bounds
-    (``SeedLibrary.seeds``), as one relay (group c, quota ``need``) towards c's targets."""
+    the library ``leaves``/``lib_q`` of distance ranks first .. first + K - 1 (nearest
+    first), their periodic joints turned by whole turns towards ``search.anchor`` within the
+    bounds (``SeedLibrary.seeds``), as one relay (group c, quota ``need``) towards c's targets."""
     k = search.num_seeds
     nearest_into(leaves, search.query[c], first, k, scan.bound, scan.best_d, scan.best_i)
     for s in range(k):
