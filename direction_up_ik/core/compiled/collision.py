@@ -23,6 +23,9 @@ from numba import njit
 _OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
 #: As ``collision_distance.GOLDEN_STEPS`` and ``GOLDEN`` of the reference (tests compare the two).
 GOLDEN_STEPS = 36
+#: Metres a capsule pair's bound must exceed the least distance so far by to be skipped: far
+#: above the rounding of either (``_state_distances``).
+CAPSULE_MARGIN = 1e-9
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 SOLID_CYLINDER = 1
 
@@ -189,12 +192,15 @@ def _place(rot, pos, node, local, out):
 
 @njit(**_OPTIONS)
 def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc_b, centre, world_rot,
-                     mode, stop_below, cc_pair, cs_pair, cs_group, pair_least):
+                     mode, stop_below, cc_pair, cs_pair, cs_group, pair_least, cap_mid, cap_reach):
     """One state's pairs. mode 0: returns (least distance, its elementary pair), pruning and
     stopping below ``stop_below``; mode 1: fills ``pair_least`` (body pairs) with each body
     pair's distance where it may be <= 0 (pruned pairs keep +inf); mode 2 (the verdict only):
     as 0, but skips every pair that is apart for certain and stops at the first distance <= 0
-    (the least it returns is then only right in its sign)."""
+    (the least it returns is then only right in its sign). Scratch: ``cap_mid`` (C, 3), each
+    capsule's centre, ``cap_reach`` (C,), its half length plus radius: two capsules are at
+    least their centres' distance less both reaches apart, so a pair that cannot come
+    nearer than the least so far (or than 0, in modes 1 and 2) is skipped."""
     (parent, dof, scale, offset, kind, node_rot, node_pos, rot_cross, rot_outer, axis_parent) = model
     (cap_node, cap_a_local, cap_b_local, cap_radius, solid_node, solid_rot, solid_pos, solid_kind,
      solid_half, solid_pad, solid_reach) = parts
@@ -205,10 +211,25 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
         node = cap_node[c] if cap_node[c] >= 0 else k_root
         _place(rot, pos, node, cap_a_local[c], cap_a[c])
         _place(rot, pos, node, cap_b_local[c], cap_b[c])
+        half_sq = 0.0
+        for i in range(3):
+            cap_mid[c, i] = 0.5 * (cap_a[c, i] + cap_b[c, i])
+            half_sq += (cap_b[c, i] - cap_a[c, i]) * (cap_b[c, i] - cap_a[c, i])
+        cap_reach[c] = 0.5 * math.sqrt(half_sq) + cap_radius[c]
     best = np.inf
     best_pair = -1
     for p in range(len(cc)):
         i, j = cc[p, 0], cc[p, 1]
+        # Skipped only when its bound is above the least so far by far more than rounding: the
+        # pairs left hold the least and its first pair, as a scan of all.
+        limit = (best if mode == 0 else 0.0) + CAPSULE_MARGIN + cap_reach[i] + cap_reach[j]
+        if limit < 0.0:
+            continue
+        gap_sq = 0.0
+        for k in range(3):
+            gap_sq += (cap_mid[i, k] - cap_mid[j, k]) * (cap_mid[i, k] - cap_mid[j, k])
+        if gap_sq > limit * limit:
+            continue
         value = segment_distance(cap_a, i, cap_b, cap_a, j, cap_b) - cap_radius[i] - cap_radius[j]
         if mode == 1:
             if value < pair_least[cc_pair[p]]:
@@ -221,6 +242,15 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
         c, s = cs[p, 0], cs[p, 1]
         node = solid_node[s] if solid_node[s] >= 0 else k_root
         _place(rot, pos, node, solid_pos[s], centre[0])
+        # First the capsule's centre and reach, as for two capsules (cheaper than the bound
+        # below, and like it only for pairs apart for certain: a depth need not exceed it)
+        limit = (max(best, 0.0) if mode == 0 else 0.0) + CAPSULE_MARGIN + cap_reach[c] + solid_reach[s] \
+            + solid_pad[s]
+        gap_sq = 0.0
+        for k in range(3):
+            gap_sq += (cap_mid[c, k] - centre[0, k]) * (cap_mid[c, k] - centre[0, k])
+        if gap_sq > limit * limit:
+            continue
         bound = segment_distance(cap_a, c, cap_b, centre, 0, centre) - solid_reach[s] - cap_radius[c] \
             - solid_pad[s]
         # apart for certain (bound > 0: the value is the distance, at least the bound) and no
@@ -264,11 +294,12 @@ def clearance_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, stop_bel
     rot, pos = np.empty((k, 3, 3)), np.empty((k, 3))
     cap_a, cap_b = np.empty((c_count, 3)), np.empty((c_count, 3))
     loc_a, loc_b, centre, world_rot = np.empty(3), np.empty(3), np.empty((1, 3)), np.empty((3, 3))
+    cap_mid, cap_reach = np.empty((c_count, 3)), np.empty(c_count)
     unused = np.empty(0)
     for b in range(q.shape[0]):
         best, p = _state_distances(q[b], model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc_b, centre,
                                    world_rot, 2 if verdict_only else 0, stop_below, cc_pair, cs_pair, cs_group,
-                                   unused)
+                                   unused, cap_mid, cap_reach)
         out_least[b] = best
         if p < 0:
             out_pair[b] = -1
@@ -287,10 +318,11 @@ def pairwise_rows(q, model, parts, cc, cs, cc_pair, cs_pair, cs_group, out):
     cap_a, cap_b = np.empty((c_count, 3)), np.empty((c_count, 3))
     loc_a, loc_b, centre, world_rot = np.empty(3), np.empty(3), np.empty((1, 3)), np.empty((3, 3))
     least = np.empty(out.shape[1])
+    cap_mid, cap_reach = np.empty((c_count, 3)), np.empty(c_count)
     for b in range(q.shape[0]):
         least[:] = np.inf
         _state_distances(q[b], model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc_b, centre,
-                         world_rot, 1, -np.inf, cc_pair, cs_pair, cs_group, least)
+                         world_rot, 1, -np.inf, cc_pair, cs_pair, cs_group, least, cap_mid, cap_reach)
         for p in range(out.shape[1]):
             out[b, p] = least[p] <= 0.0
 
