@@ -3,7 +3,7 @@
 ``~/target`` -> command streaming lag.
 
     .venv/bin/python benchmarks/bench_ros.py [--requests 500] [--stream-seconds 10] \
-        [--target-hz 100] [--seed 0] [--json out.json]
+        [--target-hz 100] [--seed 0] [--search] [--json out.json]
 
 Starts ``direction_up_ik_node`` with ``config/dual_arm_torso.yaml`` as a subprocess in a
 namespace of its own (as ``scripts/load_node.py`` does), waits until it is ready and has
@@ -13,7 +13,8 @@ a. **core**: ``--requests`` small requests (one candidate, both end effectors at
    poses of a random state near the published one) solved by
    ``robo_solve_ik_direction_up_multi_batch`` in this process, on a model loaded the way the
    node loads it (``config_from_values`` + ``load_robot_model``), with the node's solver
-   settings and the same start state;
+   settings and the same start state (with ``--search``, the node's default instead: the
+   YAML's search with its collision scene, ``search_with_settings``, on both sides);
 b. **service**: the same requests through ``~/solve`` from a client in this process, one in
    flight at a time (round trip: serialisation, transport, the node's executor and callback,
    the response's way back); the overhead is round trip - core, paired per request;
@@ -98,12 +99,16 @@ NODE_PARAMS = {"search.num_seeds": 0, "streaming.start_from": "joint_states",
                "streaming.max_joint_step": [1000.0]}
 
 
+def node_params(search: bool = False) -> dict:
+    """:data:`NODE_PARAMS`; ``search``: without its ``search.num_seeds``, so the node answers
+    with the YAML's search and collision check (its default)."""
+    return {k: v for k, v in NODE_PARAMS.items() if not (search and k == "search.num_seeds")}
+
+
 def yaml_values(search: bool = False) -> dict:
-    """The YAML's parameters with :data:`NODE_PARAMS`; ``search``: without its
-    ``search.num_seeds``, so the node answers with the YAML's search (its default)."""
+    """The YAML's parameters with :func:`node_params`."""
     from direction_up_ik.ros.parameter_files import parameter_file_values
-    params = {k: v for k, v in NODE_PARAMS.items() if not (search and k == "search.num_seeds")}
-    return {**parameter_file_values(CONFIG), **params}
+    return {**parameter_file_values(CONFIG), **node_params(search)}
 
 
 def make_requests(model, names, state, count: int, seed: int, scale: float):
@@ -122,13 +127,14 @@ def make_requests(model, names, state, count: int, seed: int, scale: float):
 
 
 class CoreSolver:
-    """The core as the node drives it, without ROS: model, frames and settings of the YAML."""
+    """The core as the node drives it, without ROS: model, frames and settings of the YAML;
+    ``search``: the node's default request, the search with the YAML's collision scene."""
 
-    def __init__(self, state: np.ndarray) -> None:
+    def __init__(self, state: np.ndarray, search: bool = False) -> None:
         from direction_up_ik.ros.config import config_from_values
         from direction_up_ik.ros.robot_model import load_robot_model
         from direction_up_ik.ros.joint_state import float32_within_limits
-        self.config = config_from_values(yaml_values())
+        self.config = config_from_values(yaml_values(search))
         self.robot = load_robot_model(self.config)
         self.frames = {"": np.eye(4), **self.robot.static_link_xforms()}
         self.robot.joint_q[:] = float32_within_limits(state, self.robot.lower_limits, self.robot.upper_limits)
@@ -137,12 +143,24 @@ class CoreSolver:
                            position_tol=s.position_tol, frame_tol_rad=s.frame_tol_rad,
                            position_weight=s.position_weight, rotation_weight=s.rotation_weight,
                            damping=s.damping, max_step_norm=s.max_step_norm)
+        self.search = None
+        if search:
+            from direction_up_ik.core.settings import search_settings
+            from direction_up_ik.msg import SolverOverrides
+            from direction_up_ik.ros.conversions import search_options
+            from direction_up_ik.ros.obstacles import load_collision_scene
+            self.search = search_settings(**search_options(self.config, SolverOverrides()))
+            self.scene = load_collision_scene(self.config, self.robot)[0] if self.config.collision_enabled else None
 
     def targets(self, request):
         from direction_up_ik.ros.conversions import targets_from_candidates
         return targets_from_candidates(request.candidates, self.config.end_effectors, self.frames)
 
     def solve(self, targets):
+        if self.search is not None:
+            from direction_up_ik.core.search_api import search_with_settings
+            return search_with_settings(self.robot, targets, self.config.search_solver, self.search,
+                                        collision_scene=self.scene).result
         from direction_up_ik.core import robo_solve_ik_direction_up_multi_batch
         return robo_solve_ik_direction_up_multi_batch(self.robot, targets, **self.kwargs)
 
@@ -268,7 +286,7 @@ def git_state() -> dict:
 
 
 def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: float = 10.0,
-        target_hz: float = 100.0, publish: bool = False, base: Optional[str] = None) -> dict:
+        target_hz: float = 100.0, publish: bool = False, base: Optional[str] = None, search: bool = False) -> dict:
     from sensor_msgs.msg import JointState
     from direction_up_ik.core.backend import warm_up_backend
     from direction_up_ik.ros.conversions import fill_response, targets_from_candidates
@@ -280,21 +298,23 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
     base_env = None if base is None else base_environment(base)
     judge = Judge()                      # model, joint names, state (mid-range), FK for matching
     state = judge.state
-    core = CoreSolver(state)
+    core = CoreSolver(state, search)
+    # Streamed targets are answered with the spec's single start either way (streaming_request).
+    stream_core = CoreSolver(state) if search else core
     names = [e.name for e in core.config.end_effectors]
     reqs = make_requests(core.robot, names, state, requests, seed, scale)
     for r in reqs:
         r.publish = publish
-    report = dict(robot="dual_arm_torso", requests=requests, seed=seed, scale=scale, publish=publish,
+    report = dict(robot="dual_arm_torso", requests=requests, seed=seed, scale=scale, publish=publish, search=search,
                   backend="numpy" if kernel_s is None else "numba", cpus=os.cpu_count(),
                   load_average_start=os.getloadavg(), python=platform.python_version(), git=git_state(),
                   base=None if base_env is None else base_env["commit"],
                   executor=os.environ.get("DIRECTION_UP_IK_EXECUTOR") or "single_threaded")
     namespace = unique_namespace("bench_ros")
-    node = NodeProcess(namespace, params=NODE_PARAMS)
+    node = NodeProcess(namespace, params=node_params(search))
     base_node = None
     if base_env is not None:
-        base_node = NodeProcess(unique_namespace("bench_ros_base"), params=NODE_PARAMS, cwd=Path(tempfile.gettempdir()),
+        base_node = NodeProcess(unique_namespace("bench_ros_base"), params=node_params(search), cwd=Path(tempfile.gettempdir()),
                                 env={k: v for k, v in base_env.items() if k != "commit"})
     echo_ns = unique_namespace("bench_ros_echo")
     echo = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), ECHO_SERVER, "--ros-args", "-r",
@@ -304,7 +324,7 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
     mp = multiprocessing.get_context("spawn")
     problems = []
     try:
-        inproc = InProcessNode(state)
+        inproc = InProcessNode(state, search)
         client = RosClient(f"bench_ros_{namespace[1:]}")
         solvers = {}  # "new" / "base": its ~/solve client
         for key, proc in (("new", node), ("base", base_node)):
@@ -408,7 +428,7 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
         # ---------------------------------------------------------------- d. streaming
         count = int(math.ceil(target_hz * stream_seconds)) + 50  # every target sent at most once
         messages, positions = target_set(seed, count)
-        ok = solvable(core, messages)
+        ok = solvable(stream_core, messages)
         commands = []
         realtime_offset = time.time() - time.monotonic()  # the command's stamp is system time
         client.spin_in_background()
@@ -540,7 +560,8 @@ def print_report(r: dict) -> None:
     print(f"\nbench_ros: {r['robot']}, backend {r['backend']}, {r['requests']} requests of 1 candidate x 2 end "
           f"effectors (publish={r['publish']}), {r['cpus']} CPUs, load average at start "
           f"{r['load_average_start'][0]:.2f}, at end {r['load_average_end'][0]:.2f}{base}; executor "
-          f"{r['executor']}")
+          f"{r['executor']}; requests answered by "
+          f"{'the search with collisions (--search)' if r.get('search') else 'the spec single start'}")
     if "solve" in r:
         s = r["solve"]
         rows = [("core solve, in process", s["core"]), ("node.solve(), in process", s["node_solve"]),
@@ -601,12 +622,15 @@ def main(argv=None) -> int:
     parser.add_argument("--executor", choices=("single_threaded", "events"),
                         help="DIRECTION_UP_IK_EXECUTOR of the node and the echo server (a base node from "
                              "before the variable ignores it)")
+    parser.add_argument("--search", action="store_true",
+                        help="the node's default ~/solve (the YAML's search and collision check) instead of "
+                             "the spec's single start, on both sides")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args(argv)
     if args.executor:
         os.environ["DIRECTION_UP_IK_EXECUTOR"] = args.executor  # the node processes inherit it
     report = run(args.requests, args.seed, args.scale, args.stream_seconds, args.target_hz, args.publish,
-                 args.base)
+                 args.base, args.search)
     print_report(report)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
