@@ -191,6 +191,16 @@ def _place(rot, pos, node, local, out):
 
 
 @njit(**_OPTIONS)
+def _distance_sq(p, i, q, j):
+    """Squared distance between the points p[i] and q[j] (rows of (N, 3) arrays)."""
+    total = 0.0
+    for k in range(3):
+        d = p[i, k] - q[j, k]
+        total += d * d
+    return total
+
+
+@njit(**_OPTIONS)
 def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc_b, centre, world_rot,
                      mode, stop_below, cc_pair, cs_pair, cs_group, pair_least, cap_mid, cap_reach):
     """One state's pairs. mode 0: returns (least distance, its elementary pair), pruning and
@@ -225,10 +235,7 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
         limit = (best if mode == 0 else 0.0) + CAPSULE_MARGIN + cap_reach[i] + cap_reach[j]
         if limit < 0.0:
             continue
-        gap_sq = 0.0
-        for k in range(3):
-            gap_sq += (cap_mid[i, k] - cap_mid[j, k]) * (cap_mid[i, k] - cap_mid[j, k])
-        if gap_sq > limit * limit:
+        if _distance_sq(cap_mid, i, cap_mid, j) > limit * limit:
             continue
         value = segment_distance(cap_a, i, cap_b, cap_a, j, cap_b) - cap_radius[i] - cap_radius[j]
         if mode == 1:
@@ -246,10 +253,7 @@ def _state_distances(q, model, parts, cc, cs, rot, pos, cap_a, cap_b, loc_a, loc
         # below, and like it only for pairs apart for certain: a depth need not exceed it)
         limit = (max(best, 0.0) if mode == 0 else 0.0) + CAPSULE_MARGIN + cap_reach[c] + solid_reach[s] \
             + solid_pad[s]
-        gap_sq = 0.0
-        for k in range(3):
-            gap_sq += (cap_mid[c, k] - centre[0, k]) * (cap_mid[c, k] - centre[0, k])
-        if gap_sq > limit * limit:
+        if _distance_sq(cap_mid, c, centre, 0) > limit * limit:
             continue
         bound = segment_distance(cap_a, c, cap_b, centre, 0, centre) - solid_reach[s] - cap_radius[c] \
             - solid_pad[s]
