@@ -331,6 +331,7 @@ def run(requests: int = 500, seed: int = 0, scale: float = 0.3, stream_seconds: 
             if proc is None:
                 continue
             proc.wait_ready()
+            proc.wait_kernels()  # the numpy backend's answers while they load are not the node's
             solvers[key] = client.node.create_client(SolveDirectionUpIK, f"{proc.fqn}/solve")
             state_pub = client.node.create_publisher(JointState, f"{proc.namespace}/joint_states", 10)
             wait_for_joint_state(client, solvers[key], state_pub, judge.joint_names, state)

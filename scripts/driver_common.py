@@ -122,6 +122,7 @@ class NodeProcess:
         self.tracebacks = 0
         self.first_errors: List[str] = []
         self._ready = threading.Event()
+        self._kernels = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -131,6 +132,8 @@ class NodeProcess:
             self.line_count += 1
             if "ready:" in line:
                 self._ready.set()
+            if "compiled solver kernels" in line:  # ready, or unavailable (the node's _on_kernels_ready)
+                self._kernels.set()
             if "[ERROR]" in line or "[FATAL]" in line or "Traceback" in line:
                 self.error_lines += "[ERROR]" in line or "[FATAL]" in line
                 self.tracebacks += "Traceback" in line
@@ -142,12 +145,22 @@ class NodeProcess:
         return "".join(self.lines)
 
     def wait_ready(self, timeout: float = START_S) -> None:
-        """Until the node logs "ready:" (it compiles the solver's numba kernels first: tens of
-        seconds when their cache is stale, minutes under load); at once if it exits."""
+        """Until the node logs "ready:" (its model and services are up; its compiled kernels may
+        still be loading, see :meth:`wait_kernels`); at once if it exits."""
+        self._wait(self._ready, "become ready", timeout)
+
+    def wait_kernels(self, timeout: float = START_S) -> None:
+        """Until the node logs that its compiled solver kernels took over (or are unavailable).
+        Before that it answers with the numpy backend while a thread of its own loads them (or
+        compiles them: tens of seconds when their cache is stale, minutes under load), which
+        slows its answers by tens of milliseconds: timings start after this."""
+        self._wait(self._kernels, "log its solver backend", timeout)
+
+    def _wait(self, event: threading.Event, what: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while not self._ready.wait(0.05):
+        while not event.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the node did not become ready (exit code {self.proc.poll()}):\n"
+                raise RuntimeError(f"the node did not {what} (exit code {self.proc.poll()}):\n"
                                    f"{self.output[-4000:]}")
 
     def alive(self) -> bool:
