@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import functools
 import sys
 import threading
 from typing import List, Optional
@@ -61,7 +62,7 @@ from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_colli
 from .drag import DragMarkers
 from .joint_state import JointStateError, JointStateStore, float32_within_limits
 from .log_throttle import LogThrottle, prime_caller_lookup
-from .process import run_node
+from .process import run_node, settle_heap
 from .robot_model import check_step_limits, load_group_solvers, load_robot_model, robot_description_text
 from .streaming import CommandMemory
 from .streaming_node import StreamingSolves
@@ -98,9 +99,15 @@ def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
 
 
 class DirectionUpIKNode(StreamingSolves, Node):
-    """The solver node. Raises ConfigError from the constructor on bad configuration."""
+    """The solver node. Raises ConfigError from the constructor on bad configuration.
 
-    def __init__(self, node_name: str = "direction_up_ik_node", **kwargs) -> None:
+    ``owns_process``: this node is its process's only purpose (``main``), so it may freeze the
+    process's heap (:func:`~.process.settle_heap`) after start-up, when its kernels are loaded
+    and when it adopts a model from the description topic; other keywords go to rclpy's Node.
+    """
+
+    def __init__(self, node_name: str = "direction_up_ik_node", *, owns_process: bool = False, **kwargs) -> None:
+        self._owns_process, self._constructed = owns_process, False
         prime_caller_lookup()  # the first log line's cost, off the start-up's path
         super().__init__(node_name, **kwargs)
         for spec in PARAMETERS:
@@ -165,6 +172,14 @@ class DirectionUpIKNode(StreamingSolves, Node):
         # answered by the numpy backend until they are ready (core/backend.py). Started after the
         # model, so that the background import of numba does not slow the start-up.
         self._kernel_state = prepare_kernels(self._on_kernels_ready)
+        self._constructed = True  # before settling: kernels ready from now on settle again
+        self._settle_heap()
+
+    def _settle_heap(self) -> None:
+        """:func:`~.process.settle_heap` when the node owns its process and is constructed
+        (the constructor settles once at its end)."""
+        if self._owns_process and self._constructed:
+            settle_heap()
 
     def _adopt_model(self, robot, description: Optional[str]) -> None:
         """Make ``robot`` the node's model: joint-state store, frames, collision scene, MoveIt
@@ -194,6 +209,7 @@ class DirectionUpIKNode(StreamingSolves, Node):
                         if self._config.markers_enabled else None)
         self._warm_up_search()
         self._log_summary()
+        self._settle_heap()  # a model from the description topic (at start-up: the constructor's)
 
     def _on_description(self, msg: String) -> None:
         """A URDF on robot_description_topic: the first valid one becomes the model; a later
@@ -368,6 +384,7 @@ class DirectionUpIKNode(StreamingSolves, Node):
         elif seconds is not None:
             self.get_logger().info(f"compiled solver kernels ready after {seconds:.1f} s: the numba "
                                    "backend answers from now on")
+            self._settle_heap()  # numba's objects: loaded once, alive until the process ends
 
     def _log_summary(self) -> None:
         c, r = self._config, self._robot
@@ -554,7 +571,7 @@ class DirectionUpIKNode(StreamingSolves, Node):
 
 def main(args: Optional[List[str]] = None) -> int:
     """Console entry point: run the node until SIGINT/SIGTERM (exit 0); exit 1 on bad configuration."""
-    return run_node(DirectionUpIKNode, "direction_up_ik_node", args,
+    return run_node(functools.partial(DirectionUpIKNode, owns_process=True), "direction_up_ik_node", args,
                     on_stop=stop_preparing)  # no compile outlives the node
 
 

@@ -11,6 +11,7 @@ many signals arrive (also while the interpreter finalises: they are ignored by t
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -30,6 +31,21 @@ _SPIN_PERIOD_S = 0.1
 #: in C++, a shorter service round trip; docs/performance.md, "ROS path").
 EXECUTOR_ENV = "DIRECTION_UP_IK_EXECUTOR"
 EXECUTORS = ("single_threaded", "events")
+
+
+def settle_heap() -> None:
+    """Collect the garbage once, then exempt every object alive from later collections
+    (``gc.freeze``).
+
+    A node's long-lived objects (the model, numba's kernels, rclpy, the message classes) are
+    then never traversed again. Without it, each full collection that a long stream of
+    requests brings on walks all of them and stalls the process for tens of milliseconds
+    (docs/performance.md, "Garbage collection"). A process that runs one node calls it after
+    start-up and after each change of what lives long (the kernels loaded, a new model); the
+    collection it runs first takes as long as one such stall.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def make_executor(context=None):

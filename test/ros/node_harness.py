@@ -234,12 +234,13 @@ class Harness:
 class NodeUnderTest:
     """One DirectionUpIKNode plus everything a test needs to talk to it."""
 
-    def __init__(self, harness: Harness, values: dict, namespace: Optional[str] = None) -> None:
+    def __init__(self, harness: Harness, values: dict, namespace: Optional[str] = None,
+                 owns_process: bool = False) -> None:
         self.harness = harness
         self.values = values
         self.namespace = namespace or f"/t_{uuid.uuid4().hex[:10]}"
         self.node = DirectionUpIKNode(context=harness.context, namespace=self.namespace,
-                                      parameter_overrides=to_parameters(values))
+                                      parameter_overrides=to_parameters(values), owns_process=owns_process)
         harness.executor.add_node(self.node)
         self.fqn = f"{self.namespace}/{NODE_NAME}"
         cn = harness.client_node
