@@ -12,6 +12,11 @@ busy), the success rate under the Pinocchio judge of ``bench_peers`` and the goa
 (wall <= 10 µs and CPU <= 20 µs per target for one arm, wall <= 30 µs for the dual arm;
 every target solved). The machine is shared: report its load with the figures
 (``docs/performance.md``).
+
+Per robot it also times what the call leaves out, building the request from arrays of TCP
+poses (N, E, 4, 4): as N tuples of ``DirectionUpTarget`` (``full_pose_candidates``, the form
+timed above) and as one ``TargetBatch``, per target, medians of ``--calls``; and checks that
+the search answers the batch exactly as it answers the tuples.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from typing import Dict, List
 import numpy as np
 
 import bench_peers
-from direction_up_ik.core import warm_up_backend
+from direction_up_ik.core import TargetBatch, robo_search_ik_direction_up, warm_up_backend
+from direction_up_ik.core.targets import full_pose_candidates
 
 DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
 #: Goals per target (issue 27 point 2): (wall µs, CPU µs or None), by number of end effectors.
@@ -63,6 +69,29 @@ def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str,
                 goal_wall_us=goal_wall, goal_cpu_us=goal_cpu, goal_met=bool(met))
 
 
+def target_batch(poses: np.ndarray) -> TargetBatch:
+    """The TargetBatch of ``full_pose_candidates(poses)``: TCP poses (N, E, 4, 4), TCP convention."""
+    return TargetBatch(np.arange(poses.shape[1]), poses[:, :, :3, 3], poses[:, :, :3, 2], poses[:, :, :3, 1],
+                       None, None)
+
+
+def request_building(problem: bench_peers.Problem, calls: int) -> Dict:
+    """Per target µs to build the request from its poses, both forms, and whether the search
+    answers the batch as it answers the tuples (from the middle of the limits)."""
+    poses = problem.targets
+    objects = time_calls(lambda: full_pose_candidates(poses), calls)["wall_s"]
+    batch = time_calls(lambda: target_batch(poses), calls)["wall_s"]
+    robot = problem.robot
+    bench_peers._set_start(robot, problem.starts["mid_range"])
+    kw = dict(max_position_error=bench_peers.MAX_POSITION_ERROR, num_seeds=bench_peers.BATCH_NUM_SEEDS,
+              max_rounds=bench_peers.BATCH_MAX_ROUNDS)
+    a = robo_search_ik_direction_up(robot, problem.candidates, **kw).result
+    b = robo_search_ik_direction_up(robot, target_batch(poses), **kw).result
+    same = bool(np.array_equal(a.joint_q, b.joint_q) and np.array_equal(a.success, b.success))
+    return dict(objects_us=round(1e6 * objects / problem.n, 2), batch_us=round(1e6 * batch / problem.n, 3),
+                same_answers=same)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=1000)
@@ -81,6 +110,10 @@ def main(argv=None) -> int:
     for name in args.robots:
         problem = bench_peers.Problem(name, args.targets, args.seed, args.targets_set)
         judge = bench_peers.Judge(problem)
+        built = request_building(problem, args.calls)
+        print(f"{name:32s} request from poses, per target: DirectionUpTarget tuples {built['objects_us']:.2f} µs, "
+              f"TargetBatch {built['batch_us']:.3f} µs; same answers {built['same_answers']}", flush=True)
+        rows.append(dict(robot=name, request_building=built))
         for start in bench_peers.STARTS:
             row = run_cell(problem, judge, start, args.calls)
             rows.append(row)

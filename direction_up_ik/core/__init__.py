@@ -18,7 +18,7 @@ from .result import IKBatchResult
 from .search import SearchResult, search_problem
 from .search_api import robo_search_ik_direction_up, warm_up_search
 from .settings import SearchSettings, SolverSettings
-from .targets import DirectionUpTarget
+from .targets import DirectionUpTarget, TargetBatch
 from .xacro_files import xacro_to_urdf
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "DirectionValidationError", "IKBatchResult", "IKProblem", "InputTypeError",
     "InputValidationError", "JointLimitError", "LocalAxisConfigurationError",
     "NumericalFailure", "Obstacle", "RobotKinematics", "RobotModelError", "SearchResult", "SearchSettings",
-    "SolverSettings", "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
+    "SolverSettings", "TargetBatch", "UnsupportedDeviceError", "build_problem", "robo_search_ik_direction_up",
     "robo_solve_ik_direction_up_multi_batch", "search_problem", "solve_problem", "warm_up_backend",
     "warm_up_search", "xacro_to_urdf",
 ]

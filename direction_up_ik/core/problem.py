@@ -20,7 +20,7 @@ from .errors import (CandidateStructureError, InputTypeError, InputValidationErr
 from .kinematics import NODE_REVOLUTE, RobotKinematics
 from .rotations import validate_transform
 from .settings import SolverSettings
-from .targets import DirectionUpTarget
+from .targets import DirectionUpTarget, TargetBatch
 
 SUPPORTED_DEVICES = ("cpu",)
 _UNIT_X = np.array([1.0, 0.0, 0.0])
@@ -315,6 +315,35 @@ def _pack_targets(cands: Candidates, b: int, e: int):
             _stack3(ups, (b, e, 3)), has_direction, has_up)
 
 
+def _target_arrays(robot: RobotKinematics, candidates) -> dict:
+    """The target fields of an :class:`IKProblem` from a sequence of candidates of
+    DirectionUpTarget (checked here) or a :class:`TargetBatch` (checked when built; here only
+    its end effectors against the robot)."""
+    if type(candidates) is TargetBatch:
+        batch = candidates
+        if int(batch.ee_ids.max()) >= robot.num_end_effectors:
+            raise InputValidationError(
+                "ee_ids", f"{batch.ee_ids.tolist()}: not all end effectors of the robot (valid: 0.."
+                          f"{robot.num_end_effectors - 1}: {list(robot.end_effector_links)})")
+        shape = batch.position.shape
+        return dict(ee_ids=batch.ee_ids, local_direction=batch.local_direction, local_up=batch.local_up,
+                    target_position=batch.position,
+                    target_direction=np.tile(_UNIT_X, shape[:2] + (1,)) if batch.direction is None
+                    else batch.direction,
+                    target_up=np.tile(_UNIT_Y, shape[:2] + (1,)) if batch.up is None else batch.up,
+                    has_direction=np.full(shape[:2], batch.direction is not None),
+                    has_up=np.full(shape[:2], batch.up is not None))
+    cands = _check_candidates(robot, candidates)
+    b, e = len(cands), len(cands[0])
+    position, direction, up, has_direction, has_up = _pack_targets(cands, b, e)
+    first = cands[0]
+    return dict(ee_ids=np.array([t.ee_id for t in first], dtype=np.int64),
+                local_direction=np.array([t.local_direction for t in first]),
+                local_up=np.array([t.local_up for t in first]),
+                target_position=position, target_direction=direction, target_up=up,
+                has_direction=has_direction, has_up=has_up)
+
+
 def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, device: str = "cpu",
                   root_world_xform=None, settings: Optional[SolverSettings] = None,
                   joint_bounds=None) -> IKProblem:
@@ -335,22 +364,12 @@ def build_problem(robot: RobotKinematics, candidates, active_dof_ids=None, devic
         raise InputTypeError("settings", "expected SolverSettings")
     root = robot.root_world_xform if root_world_xform is None else \
         validate_transform(root_world_xform, "root_world_xform")
-    cands = _check_candidates(robot, candidates)
+    targets = _target_arrays(robot, candidates)
     active = _check_active(robot, active_dof_ids)
     lower, upper = _check_bounds(robot, joint_bounds)
     q_initial = _check_initial_state(robot, active, lower, upper)
-
-    b, e = len(cands), len(cands[0])
-    position, direction, up, has_direction, has_up = _pack_targets(cands, b, e)
-    first = cands[0]
-    arrays = dict(
-        active=active, q_initial=q_initial,
-        ee_ids=np.array([t.ee_id for t in first], dtype=np.int64),
-        local_direction=np.array([t.local_direction for t in first]),
-        local_up=np.array([t.local_up for t in first]),
-        target_position=position, target_direction=direction, target_up=up,
-        has_direction=has_direction, has_up=has_up, root_world_xform=root, lower=lower.copy(),
-        upper=upper.copy())
+    arrays = dict(active=active, q_initial=q_initial, **targets, root_world_xform=root, lower=lower.copy(),
+                  upper=upper.copy())
     for value in arrays.values():
         value.setflags(write=False)
     return IKProblem(robot=robot, settings=settings, **arrays)

@@ -249,6 +249,187 @@ _TCP_LOCAL_PAIR = orthonormal_pair(TCP_LOCAL_DIRECTION, TCP_LOCAL_UP, "local_dir
 _DEFAULT_LOCAL_PAIR = orthonormal_pair(DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, "local_direction", "local_up")
 
 
+# ------------------------------------------------------------------ many targets as arrays
+def _real_array(value, field: str, shape_words: str) -> np.ndarray:
+    """``value`` as a float64 array; InputTypeError unless it holds real numbers only."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):  # ragged nested sequences
+        raise InputTypeError(field, f"expected {shape_words} of real numbers") from None
+    if array.dtype.kind not in "fiu":
+        raise InputTypeError(field, f"expected {shape_words} of real numbers, got dtype {array.dtype}")
+    return array.astype(np.float64)
+
+
+def _first_row(bad: np.ndarray, field: str, rule: str):
+    """DirectionValidationError at the first (candidate, target) where ``bad`` (B, E) holds."""
+    b, e = np.argwhere(bad)[0]
+    return DirectionValidationError(field, rule, candidate=int(b), target=int(e))
+
+
+def _finite_rows(array: np.ndarray, field: str) -> None:
+    finite = np.isfinite(array).all(axis=-1)
+    if not finite.all():
+        raise _first_row(~finite, field, "every component must be finite")
+
+
+def _units(v: np.ndarray, field: str) -> np.ndarray:
+    """:func:`_unit3` of every row of ``v`` (..., 3): the same operations in the same order,
+    so the same values as a DirectionUpTarget's."""
+    scale = np.abs(v).max(axis=-1)
+    if (scale == 0.0).any():
+        raise _first_row(scale == 0.0, field, "must be a non-zero vector")
+    v = v / scale[..., None]
+    return v / _norms(v)[..., None]
+
+
+def _norms(v: np.ndarray) -> np.ndarray:
+    return np.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
+
+
+def _crosses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`_cross3` of every row pair."""
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return out
+
+
+def _orthonormal_rows(direction: np.ndarray, up: np.ndarray):
+    """:func:`_orthonormal3` of every row pair (the same values)."""
+    d, u0 = _units(direction, "directions"), _units(up, "ups")
+    parallel = _norms(_crosses(d, u0)) < PARALLEL_SINE_TOL
+    if parallel.any():
+        raise _first_row(parallel, "directions/ups", "Direction and Up must not be parallel or anti-parallel")
+    along = u0[..., 0] * d[..., 0] + u0[..., 1] * d[..., 1] + u0[..., 2] * d[..., 2]
+    u = u0 - along[..., None] * d
+    u = u / _norms(u)[..., None]
+    x = _crosses(u, d)
+    x = x / _norms(x)[..., None]
+    return d, _crosses(d, x)
+
+
+class TargetBatch:
+    """B candidates of E targets as arrays: the bulk form of a request's ``candidates``.
+
+    Accepted wherever a sequence of candidates of :class:`DirectionUpTarget` is (the batch
+    solve, the search) and packed without a Python object per target: the targets and their
+    rules are those of E DirectionUpTarget per candidate built from the same rows, with the
+    same normalised values. Every candidate constrains the same parts (the arrays given).
+
+    Args:
+        ee_ids: (E,) distinct end-effector indices, one per slot (an int: E = 1).
+        positions: (B, E, 3) metres, world; (B, 3) when E = 1.
+        directions: like ``positions``, any non-zero lengths, or None (position only).
+        ups: like ``positions``, not parallel to ``directions``, or None (roll free).
+        local_direction, local_up: TCP axes, (3,) for every slot or (E, 3), both vectors or
+            both None (full TCP convention +Z/+Y); default +X/+Y.
+
+    Attributes (read-only arrays): ee_ids (E,) int64; position (B, E, 3); direction, up
+    (B, E, 3) unit (``up`` made perpendicular to ``direction``) or None; local_direction,
+    local_up (E, 3); mode ("full", "axis", "position"); uses_tcp_convention.
+
+    Raises:
+        InputTypeError: a wrong type or shape; DirectionValidationError: non-finite, zero or
+        parallel rows (naming the candidate and target); LocalAxisConfigurationError, and
+        InputValidationError for ee_ids (negative or repeated).
+    """
+
+    __slots__ = ("ee_ids", "position", "direction", "up", "local_direction", "local_up", "mode",
+                 "uses_tcp_convention")
+
+    def __init__(self, ee_ids, positions, directions=None, ups=None,
+                 local_direction=DEFAULT_LOCAL_DIRECTION, local_up=DEFAULT_LOCAL_UP) -> None:
+        ids = np.atleast_1d(np.asarray(ee_ids))
+        if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
+            raise InputTypeError("ee_ids", f"expected an integer or a 1-D sequence of integers, got {ee_ids!r}")
+        if (ids < 0).any():
+            raise InputValidationError("ee_ids", f"must be >= 0, got {ids.tolist()}")
+        if len(set(ids.tolist())) != ids.size:
+            raise InputValidationError("ee_ids", f"must be distinct, got {ids.tolist()}")
+        e = ids.size
+        position = self._rows(positions, "positions", e)
+        if position.shape[0] == 0:
+            raise InputValidationError("positions", "must contain at least one candidate")
+        if directions is None and ups is not None:
+            raise DirectionValidationError("directions", "is None but ups are given; an Up needs a Direction")
+        direction = up = None
+        if directions is not None:
+            direction = self._rows(directions, "directions", e)
+            if direction.shape != position.shape:
+                raise InputTypeError("directions", f"expected the shape of positions {position.shape}, "
+                                                   f"got {direction.shape}")
+            if ups is None:
+                direction = _units(direction, "directions")
+            else:
+                up = self._rows(ups, "ups", e)
+                if up.shape != position.shape:
+                    raise InputTypeError("ups", f"expected the shape of positions {position.shape}, got {up.shape}")
+                direction, up = _orthonormal_rows(direction, up)
+        if (local_direction is None) != (local_up is None):
+            raise LocalAxisConfigurationError(
+                "local_direction/local_up", "give both local fields as vectors or both as None (full TCP "
+                                            "convention); exactly one of them is None")
+        set_ = object.__setattr__
+        set_(self, "ee_ids", ids.astype(np.int64))
+        set_(self, "position", position)
+        set_(self, "direction", direction)
+        set_(self, "up", up)
+        locals_ = self._local_axes(local_direction, local_up, e)
+        set_(self, "local_direction", locals_[0])
+        set_(self, "local_up", locals_[1])
+        set_(self, "mode", "position" if direction is None else ("axis" if up is None else "full"))
+        set_(self, "uses_tcp_convention", local_direction is None)
+        for name in ("ee_ids", "position", "direction", "up", "local_direction", "local_up"):
+            value = getattr(self, name)
+            if value is not None:
+                value.setflags(write=False)
+
+    @staticmethod
+    def _rows(value, field: str, e: int) -> np.ndarray:
+        """(B, E, 3) float64 of finite rows; (B, 3) taken as (B, 1, 3) when E = 1."""
+        array = _real_array(value, field, f"a (B, {e}, 3) array")
+        if e == 1 and array.ndim == 2:
+            array = array[:, None, :]
+        if array.ndim != 3 or array.shape[1:] != (e, 3):
+            raise InputTypeError(field, f"expected shape (B, {e}, 3) for {e} end effector(s), got {array.shape}")
+        _finite_rows(array, field)
+        return array
+
+    @staticmethod
+    def _local_axes(local_direction, local_up, e: int):
+        """(E, 3) local axes of every slot, resolved as DirectionUpTarget resolves them."""
+        if local_direction is None:
+            pairs = [_TCP_LOCAL_PAIR] * e
+        elif local_direction is DEFAULT_LOCAL_DIRECTION and local_up is DEFAULT_LOCAL_UP:
+            pairs = [_DEFAULT_LOCAL_PAIR] * e
+        else:
+            ld = _real_array(local_direction, "local_direction", "a (3,) or (E, 3) array")
+            lu = _real_array(local_up, "local_up", "a (3,) or (E, 3) array")
+            if ld.shape not in ((3,), (e, 3)) or lu.shape not in ((3,), (e, 3)):
+                raise InputTypeError("local_direction/local_up", f"expected shape (3,) or ({e}, 3), got "
+                                                                 f"{ld.shape} and {lu.shape}")
+            ld, lu = np.broadcast_to(ld, (e, 3)), np.broadcast_to(lu, (e, 3))
+            pairs = [orthonormal_pair(ld[k], lu[k], "local_direction", "local_up") for k in range(e)]
+        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+    def __setattr__(self, name, value):
+        raise AttributeError("TargetBatch is immutable")
+
+    @property
+    def num_candidates(self) -> int:
+        return int(self.position.shape[0])
+
+    @property
+    def num_targets(self) -> int:
+        return int(self.position.shape[1])
+
+    def __repr__(self) -> str:
+        return (f"TargetBatch({self.num_candidates} candidates x {self.num_targets} targets, ee_ids="
+                f"{self.ee_ids.tolist()}, mode={self.mode!r})")
+
+
 def full_pose_candidates(tcp) -> list:
     """One candidate per row of ``tcp`` (N, E, 4, 4) TCP world transforms: a full-pose target
     (TCP convention: +Z working axis, +Y up) for every end effector, at that pose."""
