@@ -1,7 +1,7 @@
 """Wall and CPU time per target of one batched search call (a benchmark, not a test).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_batch.py [--targets 1000] [--calls 11]
-        [--robots panda_like ur5_like dual_arm_torso] [--targets-set random] [--json F]
+        [--robots panda_like ur5_like dual_arm_torso] [--targets-set random] [--target-batch] [--json F]
 
 Per robot and start (the middle of the limits, and a random state), the targets of
 ``bench_peers.py`` (same seed, same sets) go to one ``robo_search_ik_direction_up(num_seeds=4,
@@ -16,12 +16,14 @@ every target solved). The machine is shared: report its load with the figures
 Per robot it also times what the call leaves out, building the request from arrays of TCP
 poses (N, E, 4, 4): as N tuples of ``DirectionUpTarget`` (``full_pose_candidates``, the form
 timed above) and as one ``TargetBatch``, per target, medians of ``--calls``; and checks that
-the search answers the batch exactly as it answers the tuples.
+the search answers the batch exactly as it answers the tuples. ``--target-batch`` also times
+each cell's call given the TargetBatch, its calls alternating with the tuples' ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import time
@@ -38,24 +40,44 @@ DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
 GOALS_US = {1: (10.0, 20.0), 2: (30.0, None)}
 
 
-def time_calls(call, calls: int) -> Dict[str, float]:
-    """Medians over ``calls`` calls of ``call()``: wall and process CPU seconds, and the last result."""
-    walls, cpus = [], []
+def time_calls(call, calls: int, other=None) -> Dict[str, float]:
+    """Medians over ``calls`` calls of ``call()``: wall and process CPU seconds, and the last
+    result; with ``other``, its calls alternate with them (the order turning each time) and
+    ``other_wall_s`` is their median wall time."""
+    walls, cpus, others = [], [], []
     result = None
-    for _ in range(calls):
+    for k in range(calls):
+        if other is not None and k % 2:
+            w0 = time.perf_counter()
+            other()
+            others.append(time.perf_counter() - w0)
         c0, w0 = time.process_time(), time.perf_counter()
         result = call()
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
-    return dict(wall_s=float(np.median(walls)), cpu_s=float(np.median(cpus)),
-                wall_min_s=float(np.min(walls)), result=result)
+        if other is not None and not k % 2:
+            w0 = time.perf_counter()
+            other()
+            others.append(time.perf_counter() - w0)
+    out = dict(wall_s=float(np.median(walls)), cpu_s=float(np.median(cpus)),
+               wall_min_s=float(np.min(walls)), result=result)
+    if other is not None:
+        out["other_wall_s"] = float(np.median(others))
+    return out
 
 
-def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str, calls: int) -> Dict:
-    """One robot and start: the batched search timed ``calls`` times, judged once."""
+def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str, calls: int,
+             with_batch: bool = False) -> Dict:
+    """One robot and start: the batched search timed ``calls`` times, judged once; with
+    ``with_batch`` the same call given the targets as a TargetBatch alternates with it."""
     robot = problem.robot
     # bench_peers' batched search: its start, arguments and warm-up, then the call itself
-    timing = time_calls(bench_peers.BatchedSearch().call_all(problem, problem.starts[start]), calls)
+    other = None
+    if with_batch:
+        as_batch = copy.copy(problem)
+        as_batch.candidates = target_batch(problem.targets)
+        other = bench_peers.BatchedSearch().call_all(as_batch, problem.starts[start])
+    timing = time_calls(bench_peers.BatchedSearch().call_all(problem, problem.starts[start]), calls, other)
     verdict = judge.evaluate(timing.pop("result").result.joint_q.astype(np.float64))
     n = problem.n
     wall_us, cpu_us = 1e6 * timing["wall_s"] / n, 1e6 * timing["cpu_s"] / n
@@ -66,7 +88,8 @@ def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str,
                 wall_us=round(wall_us, 2), cpu_us=round(cpu_us, 2),
                 wall_min_us=round(1e6 * timing["wall_min_s"] / n, 2),
                 cpu_per_wall=round(cpu_us / wall_us, 2), success_rate=success,
-                goal_wall_us=goal_wall, goal_cpu_us=goal_cpu, goal_met=bool(met))
+                goal_wall_us=goal_wall, goal_cpu_us=goal_cpu, goal_met=bool(met),
+                batch_wall_us=round(1e6 * timing["other_wall_s"] / n, 2) if with_batch else None)
 
 
 def target_batch(poses: np.ndarray) -> TargetBatch:
@@ -100,6 +123,8 @@ def main(argv=None) -> int:
     parser.add_argument("--robots", nargs="+", default=list(DEFAULT_ROBOTS))
     parser.add_argument("--targets-set", default="random", choices=list(bench_peers.TARGET_SETS))
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--target-batch", action="store_true",
+                        help="also time the call given a TargetBatch, alternating with the tuples' call")
     args = parser.parse_args(argv)
     warm_up_backend()
     threads = os.environ.get("NUMBA_NUM_THREADS", "numba's default")
@@ -115,13 +140,15 @@ def main(argv=None) -> int:
               f"TargetBatch {built['batch_us']:.3f} µs; same answers {built['same_answers']}", flush=True)
         rows.append(dict(robot=name, request_building=built))
         for start in bench_peers.STARTS:
-            row = run_cell(problem, judge, start, args.calls)
+            row = run_cell(problem, judge, start, args.calls, args.target_batch)
             rows.append(row)
             cpu_goal = "" if row["goal_cpu_us"] is None else f", CPU <= {row['goal_cpu_us']:g}"
+            batch = "" if row["batch_wall_us"] is None else \
+                f"; as a TargetBatch {row['batch_wall_us']:.2f} µs wall ({row['batch_wall_us'] / row['wall_us']:.3f} x)"
             print(f"{name + ' / ' + start:32s} {row['wall_us']:8.2f} {row['cpu_us']:8.2f} "
                   f"{row['cpu_per_wall']:8.2f} {100 * row['success_rate']:7.1f}%  "
-                  f"{'met' if row['goal_met'] else 'missed'} (wall <= {row['goal_wall_us']:g}{cpu_goal}, all solved)",
-                  flush=True)
+                  f"{'met' if row['goal_met'] else 'missed'} (wall <= {row['goal_wall_us']:g}{cpu_goal}, all solved)"
+                  f"{batch}", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
