@@ -132,13 +132,14 @@ def main(argv=None) -> int:
           f"NUMBA_NUM_THREADS {threads}; load average {os.getloadavg()[0]:.2f}")
     print(f"{'robot / start':32s} {'wall µs':>8s} {'CPU µs':>8s} {'CPU/wall':>8s} {'success':>8s}  goal")
     rows: List[Dict] = []
+    building: List[Dict] = []  # request_building per robot
     for name in args.robots:
         problem = bench_peers.Problem(name, args.targets, args.seed, args.targets_set)
         judge = bench_peers.Judge(problem)
         built = request_building(problem, args.calls)
         print(f"{name:32s} request from poses, per target: DirectionUpTarget tuples {built['objects_us']:.2f} µs, "
               f"TargetBatch {built['batch_us']:.3f} µs; same answers {built['same_answers']}", flush=True)
-        rows.append(dict(robot=name, request_building=built))
+        building.append(dict(robot=name, **built))
         for start in bench_peers.STARTS:
             row = run_cell(problem, judge, start, args.calls, args.target_batch)
             rows.append(row)
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(dict(rows=rows, load_average=os.getloadavg()), f, indent=1)
+            json.dump(dict(rows=rows, request_building=building, load_average=os.getloadavg()), f, indent=1)
     return 0
 
 
