@@ -261,53 +261,54 @@ def _real_array(value, field: str, shape_words: str) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def _first_row(bad: np.ndarray, field: str, rule: str):
-    """DirectionValidationError at the first (candidate, target) where ``bad`` (B, E) holds."""
-    b, e = np.argwhere(bad)[0]
-    return DirectionValidationError(field, rule, candidate=int(b), target=int(e))
+def _first_row(bad: np.ndarray, e: int, field: str, rule: str):
+    """DirectionValidationError at the first target where ``bad`` (B * E,) holds (E per candidate)."""
+    b, k = divmod(int(np.flatnonzero(bad)[0]), e)
+    return DirectionValidationError(field, rule, candidate=b, target=k)
 
 
-def _finite_rows(array: np.ndarray, field: str) -> None:
-    finite = np.isfinite(array).all(axis=-1)
-    if not finite.all():
-        raise _first_row(~finite, field, "every component must be finite")
+# The row-wise helpers below run the 3-tuple helpers' operations on three (B * E,) arrays of
+# components (``_cross3`` itself takes them), so every row gets a DirectionUpTarget's values.
+def _components(rows: np.ndarray):
+    """(B, E, 3) -> three contiguous (B * E,) arrays x, y, z."""
+    return tuple(np.ascontiguousarray(rows.reshape(-1, 3).T))
 
 
-def _units(v: np.ndarray, field: str) -> np.ndarray:
-    """:func:`_unit3` of every row of ``v`` (..., 3): the same operations in the same order,
-    so the same values as a DirectionUpTarget's."""
-    scale = np.abs(v).max(axis=-1)
-    if (scale == 0.0).any():
-        raise _first_row(scale == 0.0, field, "must be a non-zero vector")
-    v = v / scale[..., None]
-    return v / _norms(v)[..., None]
+def _rows_of(v, shape) -> np.ndarray:
+    """Three (B * E,) component arrays -> (B, E, 3)."""
+    return np.stack(v, axis=-1).reshape(shape)
 
 
-def _norms(v: np.ndarray) -> np.ndarray:
-    return np.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
+def _norms(v) -> np.ndarray:
+    x, y, z = v
+    return np.sqrt(x * x + y * y + z * z)
 
 
-def _crosses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`_cross3` of every row pair."""
-    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
-    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
-    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
-    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
-    return out
+def _units(v, e: int, field: str):
+    """:func:`_unit3` of every row of components ``v``."""
+    x, y, z = v
+    scale = np.maximum(np.maximum(np.abs(x), np.abs(y)), np.abs(z))
+    if not scale.all():
+        raise _first_row(scale == 0.0, e, field, "must be a non-zero vector")
+    x, y, z = x / scale, y / scale, z / scale
+    norm = _norms((x, y, z))
+    return x / norm, y / norm, z / norm
 
 
-def _orthonormal_rows(direction: np.ndarray, up: np.ndarray):
-    """:func:`_orthonormal3` of every row pair (the same values)."""
-    d, u0 = _units(direction, "directions"), _units(up, "ups")
-    parallel = _norms(_crosses(d, u0)) < PARALLEL_SINE_TOL
+def _orthonormal_rows(direction, up, e: int):
+    """:func:`_orthonormal3` of every row pair of components."""
+    d, u0 = _units(direction, e, "directions"), _units(up, e, "ups")
+    parallel = _norms(_cross3(d, u0)) < PARALLEL_SINE_TOL
     if parallel.any():
-        raise _first_row(parallel, "directions/ups", "Direction and Up must not be parallel or anti-parallel")
-    along = u0[..., 0] * d[..., 0] + u0[..., 1] * d[..., 1] + u0[..., 2] * d[..., 2]
-    u = u0 - along[..., None] * d
-    u = u / _norms(u)[..., None]
-    x = _crosses(u, d)
-    x = x / _norms(x)[..., None]
-    return d, _crosses(d, x)
+        raise _first_row(parallel, e, "directions/ups", "Direction and Up must not be parallel or anti-parallel")
+    along = u0[0] * d[0] + u0[1] * d[1] + u0[2] * d[2]
+    u = (u0[0] - along * d[0], u0[1] - along * d[1], u0[2] - along * d[2])
+    norm = _norms(u)
+    u = (u[0] / norm, u[1] / norm, u[2] / norm)
+    x = _cross3(u, d)
+    norm = _norms(x)
+    x = (x[0] / norm, x[1] / norm, x[2] / norm)
+    return d, _cross3(d, x)
 
 
 class TargetBatch:
@@ -361,12 +362,13 @@ class TargetBatch:
                 raise InputTypeError("directions", f"expected the shape of positions {position.shape}, "
                                                    f"got {direction.shape}")
             if ups is None:
-                direction = _units(direction, "directions")
+                direction = _rows_of(_units(_components(direction), e, "directions"), position.shape)
             else:
                 up = self._rows(ups, "ups", e)
                 if up.shape != position.shape:
                     raise InputTypeError("ups", f"expected the shape of positions {position.shape}, got {up.shape}")
-                direction, up = _orthonormal_rows(direction, up)
+                d, u = _orthonormal_rows(_components(direction), _components(up), e)
+                direction, up = _rows_of(d, position.shape), _rows_of(u, position.shape)
         if (local_direction is None) != (local_up is None):
             raise LocalAxisConfigurationError(
                 "local_direction/local_up", "give both local fields as vectors or both as None (full TCP "
@@ -394,7 +396,9 @@ class TargetBatch:
             array = array[:, None, :]
         if array.ndim != 3 or array.shape[1:] != (e, 3):
             raise InputTypeError(field, f"expected shape (B, {e}, 3) for {e} end effector(s), got {array.shape}")
-        _finite_rows(array, field)
+        finite = np.isfinite(array).all(axis=-1).ravel()
+        if not finite.all():
+            raise _first_row(~finite, e, field, "every component must be finite")
         return array
 
     @staticmethod
