@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import List, Mapping, NamedTuple, Sequence, Tuple
+from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -18,10 +18,10 @@ from direction_up_ik.msg import CandidateResult, DirectionUpTarget as TargetMsg,
 from direction_up_ik.srv import SolveDirectionUpIK
 
 from ..core import (DirectionUpIKError, DirectionUpTarget, DirectionValidationError, IKBatchResult,
-                    InputValidationError, SolverSettings)
+                    InputValidationError, SolverSettings, TargetBatch)
 from ..core.result import STOP_CONVERGED, STOP_IN_COLLISION
 from ..core.settings import rules, solver_settings
-from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP
+from ..core.targets import DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP, TCP_LOCAL_DIRECTION, TCP_LOCAL_UP
 from .config import PARAMETER_BY_NAME, EndEffectorConfig
 from .streaming import slerp
 
@@ -82,17 +82,94 @@ def local_axes_of(msg: TargetMsg, ee: EndEffectorConfig):
                                              "2 explicit, 3 configured)")
 
 
+#: Requests of at least this many candidates are packed as one TargetBatch where they allow it
+#: (:func:`_target_batch`): past it the batch's fixed cost is less than a DirectionUpTarget per
+#: target (docs/performance.md); a single candidate keeps its tuple (the one-candidate path).
+BATCH_MIN_CANDIDATES = 10
+
+Targets = Union[List[Tuple[DirectionUpTarget, ...]], TargetBatch]
+
+
 def targets_from_candidates(candidates: Sequence, end_effectors: Sequence[EndEffectorConfig],
-                            frames: Mapping[str, np.ndarray]) -> List[Tuple[DirectionUpTarget, ...]]:
+                            frames: Mapping[str, np.ndarray]) -> Targets:
     """DirectionUpCandidate messages -> core candidates.
 
     Args:
         candidates: DirectionUpCandidate messages.
         end_effectors: configured end effectors (ee_id = index).
         frames: ``{frame_id: (4, 4) root -> frame}`` of the frames targets may use.
+    Returns:
+        a list of tuples of DirectionUpTarget; or, for at least :data:`BATCH_MIN_CANDIDATES`
+        candidates that :func:`_target_batch` takes, a TargetBatch of the same targets (the
+        same problem, bit for bit).
     Raises:
         RequestError: UNKNOWN_END_EFFECTOR, INVALID_FRAME or INVALID_REQUEST.
     """
+    if len(candidates) >= BATCH_MIN_CANDIDATES:
+        batch = _target_batch(candidates, end_effectors)
+        if batch is not None:
+            return batch
+    return _target_tuples(candidates, end_effectors, frames)
+
+
+def end_effector_ids(targets: Targets) -> List[int]:
+    """The ee_id of each target slot of :func:`targets_from_candidates`' result."""
+    if isinstance(targets, TargetBatch):
+        return targets.ee_ids.tolist()
+    return [t.ee_id for t in targets[0]]
+
+
+def _target_batch(candidates: Sequence, end_effectors: Sequence[EndEffectorConfig]) -> Optional[TargetBatch]:
+    """The candidates as one TargetBatch when every one lists the same end effectors, each with
+    the same mode (one for all) and the same named local axes (not explicit vectors), in the
+    root frame; else None, and None for any value the core refuses: then the per-target
+    path (:func:`_target_tuples`) serves the request and names the field as it always does."""
+    by_name = {e.name: (i, e) for i, e in enumerate(end_effectors)}
+    slots = []  # (end effector, local_axes) of candidates[0]'s targets
+    locals_ = []  # their resolved local axes
+    mode = None
+    for msg in candidates[0].targets:
+        entry = by_name.get(msg.end_effector)
+        if entry is None or msg.frame_id or msg.mode not in _MODES or msg.local_axes == _AXES_EXPLICIT \
+                or (mode is not None and msg.mode != mode):
+            return None
+        mode = msg.mode
+        try:
+            locals_.append(local_axes_of(msg, entry[1]))
+        except InputValidationError:
+            return None
+        slots.append((msg.end_effector, msg.local_axes))
+    e = len(slots)
+    if e == 0 or len({name for name, _ in slots}) != e:
+        return None
+    rows = np.empty((len(candidates), e, 9))
+    for b, candidate in enumerate(candidates):
+        targets = candidate.targets
+        if len(targets) != e:
+            return None
+        for k, msg in enumerate(targets):
+            if msg.end_effector != slots[k][0] or msg.local_axes != slots[k][1] or msg.mode != mode or msg.frame_id:
+                return None
+            p, d, u = msg.position, msg.direction, msg.up
+            rows[b, k] = (p.x, p.y, p.z, d.x, d.y, d.z, u.x, u.y, u.z)
+    if all(pair == (None, None) for pair in locals_):
+        local_direction = local_up = None
+    elif all(pair[0] is DEFAULT_LOCAL_DIRECTION for pair in locals_):
+        local_direction, local_up = DEFAULT_LOCAL_DIRECTION, DEFAULT_LOCAL_UP
+    else:  # named conventions mixed over the slots: each slot's axes as vectors (the same values)
+        local_direction = [TCP_LOCAL_DIRECTION if d is None else d for d, _ in locals_]
+        local_up = [TCP_LOCAL_UP if u is None else u for _, u in locals_]
+    try:
+        return TargetBatch([by_name[name][0] for name, _ in slots], rows[..., :3],
+                           None if mode == _POSITION else rows[..., 3:6], rows[..., 6:] if mode == _FULL else None,
+                           local_direction, local_up)
+    except DirectionUpIKError:
+        return None
+
+
+def _target_tuples(candidates: Sequence, end_effectors: Sequence[EndEffectorConfig],
+                   frames: Mapping[str, np.ndarray]) -> List[Tuple[DirectionUpTarget, ...]]:
+    """:func:`targets_from_candidates` target by target."""
     by_name = {e.name: (i, e) for i, e in enumerate(end_effectors)}
     out = []
     first = None  # candidates[0]'s end effectors

@@ -56,7 +56,7 @@ from .command_output import CommandOutput
 from .config import (LOCAL_AXES_WORDS, PARAMETERS, ConfigError, NodeConfig, ParameterSpec,
                      bundled_end_effector_defaults, config_from_values, default_end_effector_names,
                      end_effector_parameters, obstacle_parameters)
-from .conversions import (STOP_IN_COLLISION, RequestError, fill_response, search_options,
+from .conversions import (STOP_IN_COLLISION, RequestError, end_effector_ids, fill_response, search_options,
                           settings_with_overrides, targets_from_candidates, with_collisions)
 from .obstacles import ObstacleError, ObstacleSet, entry_from_config, load_collision_scene
 from .drag import DragMarkers
@@ -505,7 +505,7 @@ class DirectionUpIKNode(StreamingSolves, Node):
         except JointStateError as exc:
             raise RequestError(_JOINT_STATE_CODES[exc.kind], str(exc)) from None
         targets = targets_from_candidates(candidates, config.end_effectors, self._frames)
-        names = [config.end_effectors[t.ee_id].name for t in targets[0]]
+        names = [config.end_effectors[i].name for i in end_effector_ids(targets)]
         with self._solve_lock:
             self._robot.joint_q[:] = float32_within_limits(q0, self._robot.lower_limits,
                                                            self._robot.upper_limits)

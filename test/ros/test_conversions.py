@@ -13,11 +13,13 @@ import math
 import numpy as np
 import pytest
 
-from direction_up_ik.core import DirectionUpTarget, SolverSettings
+from direction_up_ik.core import DirectionUpTarget, SolverSettings, TargetBatch, build_problem
+from direction_up_ik.core.settings import solver_settings
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget as TargetMsg, SolverOverrides
 from direction_up_ik.ros.config import EndEffectorConfig, config_from_values
-from direction_up_ik.ros.conversions import (RequestError, search_options, settings_with_overrides,
-                                             streaming_request, targets_from_candidates)
+from direction_up_ik.ros.conversions import (BATCH_MIN_CANDIDATES, RequestError, search_options,
+                                             settings_with_overrides, streaming_request, targets_from_candidates)
+from direction_up_ik.robots import load_robot
 from direction_up_ik.ros.joint_state import JointStateError, JointStateStore
 from direction_up_ik.srv import SolveDirectionUpIK
 
@@ -91,6 +93,80 @@ def test_bad_vectors_name_the_field(field, value, words):
     assert info.value.code == Response.INVALID_REQUEST
     assert str(info.value).startswith("candidates[0].targets[0].")
     assert words in str(info.value)
+
+
+def _many(mode, local_axes, count=BATCH_MIN_CANDIDATES + 2, changes=None):
+    """``count`` two-target candidates at spread poses; ``changes[(b, k)]``: target()'s keywords."""
+    changes = changes or {}
+    out = []
+    for b in range(count):
+        msgs = []
+        for k, name in enumerate(("left", "right")):
+            kwargs = dict(position=(0.4, 0.1 * b - 0.2 * k, 1.1 + 0.01 * b), direction=(1.0, 0.1 * b, -0.3 * k),
+                          up=(0.05 * b, 0.1, 1.0))
+            kwargs.update(changes.get((b, k), {}))
+            msgs.append(target(name, mode, local_axes, **kwargs))
+        out.append(DirectionUpCandidate(targets=msgs))
+    return out
+
+
+TARGET_FIELDS = ("ee_ids", "local_direction", "local_up", "target_position", "target_direction", "target_up",
+                 "has_direction", "has_up")
+
+
+@pytest.mark.parametrize("mode", [TargetMsg.MODE_FULL, TargetMsg.MODE_AXIS, TargetMsg.MODE_POSITION])
+@pytest.mark.parametrize("local_axes", [TargetMsg.LOCAL_AXES_DEFAULT, TargetMsg.LOCAL_AXES_TCP,
+                                        TargetMsg.LOCAL_AXES_CONFIGURED])  # configured: tcp and x_y mixed
+def test_many_candidates_pack_as_one_batch_with_the_targets_one_by_one(mode, local_axes):
+    candidates = _many(mode, local_axes)
+    batch = targets_from_candidates(candidates, EES, FRAMES)
+    assert isinstance(batch, TargetBatch) and batch.num_candidates == len(candidates)
+    one_by_one = [targets_from_candidates([c], EES, FRAMES)[0] for c in candidates]
+    robot, settings = load_robot("dual_arm_torso"), solver_settings(max_position_error=0.03)
+    packed, reference = build_problem(robot, batch, settings=settings), build_problem(robot, one_by_one, settings=settings)
+    for field in TARGET_FIELDS:
+        a, b = getattr(packed, field), getattr(reference, field)
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), field
+
+
+@pytest.mark.parametrize("case", ["few", "frame", "explicit axes", "modes mixed", "order", "unknown"])
+def test_requests_the_batch_does_not_take_go_target_by_target(case):
+    changes = {"frame": {(2, 1): dict(frame_id="turned")},
+               "explicit axes": {(3, 0): dict(local_axes=TargetMsg.LOCAL_AXES_EXPLICIT)},
+               "modes mixed": {(0, 1): dict(mode=TargetMsg.MODE_AXIS)}}.get(case, {})
+    mode, axes = TargetMsg.MODE_FULL, TargetMsg.LOCAL_AXES_DEFAULT
+    candidates = _many(mode, axes, BATCH_MIN_CANDIDATES - 1 if case == "few" else BATCH_MIN_CANDIDATES + 2)
+    for (b, k), kwargs in changes.items():
+        msg = candidates[b].targets[k]
+        for key, value in kwargs.items():
+            setattr(msg, key, value)
+    if case == "order":
+        candidates[4].targets = list(reversed(candidates[4].targets))
+    if case == "unknown":
+        candidates[0].targets[1].end_effector = "third"
+        with pytest.raises(RequestError, match=r"candidates\[0\]\.targets\[1\]\.end_effector: unknown"):
+            targets_from_candidates(candidates, EES, FRAMES)
+        return
+    if case == "order":
+        with pytest.raises(RequestError, match=r"candidates\[4\]\.targets\[\*\]\.end_effector"):
+            targets_from_candidates(candidates, EES, FRAMES)
+        return
+    got = targets_from_candidates(candidates, EES, FRAMES)
+    assert isinstance(got, list) and len(got) == len(candidates)
+    assert all(isinstance(t, DirectionUpTarget) for c in got for t in c)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("position", (math.nan, 0.0, 1.0), "position: every component must be finite"),
+    ("up", (2.0, 0.4, -0.6), "Direction and Up must not be parallel"),
+])
+def test_a_bad_value_in_a_many_candidate_request_is_named_as_ever(field, value, words):
+    candidates = _many(TargetMsg.MODE_FULL, TargetMsg.LOCAL_AXES_DEFAULT,
+                       changes={(5, 1): {field: value, "direction": (1.0, 0.2, -0.3)}})
+    with pytest.raises(RequestError) as info:
+        targets_from_candidates(candidates, EES, FRAMES)
+    assert info.value.code == Response.INVALID_REQUEST
+    assert str(info.value).startswith("candidates[5].targets[1].") and words in str(info.value), str(info.value)
 
 
 def test_settings_without_overrides_are_the_parameters_and_overrides_apply():

@@ -20,11 +20,12 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
 
-from direction_up_ik import robo_solve_ik_direction_up_multi_batch  # noqa: E402
+from direction_up_ik import TargetBatch, robo_solve_ik_direction_up_multi_batch  # noqa: E402
 from direction_up_ik.core.settings import SEARCH_SOLVER_DEFAULTS  # noqa: E402
 from direction_up_ik.msg import DirectionUpCandidate, DirectionUpTarget  # noqa: E402
 from direction_up_ik.robots import load_robot  # noqa: E402
 from direction_up_ik.ros.config import ConfigError  # noqa: E402
+from direction_up_ik.ros.conversions import BATCH_MIN_CANDIDATES, targets_from_candidates  # noqa: E402
 from direction_up_ik.ros.node import DirectionUpIKNode  # noqa: E402
 from direction_up_ik.ros.process import EXECUTOR_ENV  # noqa: E402
 from direction_up_ik.srv import SolveDirectionUpIK  # noqa: E402
@@ -190,6 +191,36 @@ def test_service_round_trip_and_published_command(ros, robot):
         np.testing.assert_array_equal(command.data, [chosen[index[n]] for n in UR5_ORDER])
     time.sleep(0.2)
     assert len(node.commands) == 1
+
+
+def test_many_candidates_answer_as_each_alone(ros):
+    """A request of many candidates (the node packs them as one TargetBatch) answers each one as
+    a request of that candidate alone does (the spec's single start, collisions checked)."""
+    node = ros.start_node("dual_arm_torso")
+    model = load_robot("dual_arm_torso")
+    start = start_state("dual_arm_torso", model)
+    node.publish_full_state(start)
+    rng = np.random.default_rng(11)
+    candidates = [candidate_at(model, clip(model, start + rng.uniform(-0.3, 0.3, model.num_dofs)), node.ee_names)
+                  for _ in range(BATCH_MIN_CANDIDATES + 2)]
+    packed = targets_from_candidates(candidates, node.node._config.end_effectors, node.node._frames)
+    assert isinstance(packed, TargetBatch)  # the node's conversion of this request
+
+    def spec(*cands):
+        req = request(*cands, publish=False)
+        req.overrides.num_seeds = -1
+        response = node.solve(req)
+        assert response.error_code in (Response.SUCCESS, Response.NO_SOLUTION, Response.IN_COLLISION), \
+            response.message
+        return response.results
+
+    together = spec(*candidates)
+    assert sum(r.success for r in together) >= 3
+    for candidate, result in zip(candidates, together):
+        (alone,) = spec(candidate)
+        assert (alone.success, alone.cost, alone.stop_reason) == (result.success, result.cost, result.stop_reason)
+        assert list(alone.joint_positions) == list(result.joint_positions)
+        assert [e.end_effector for e in alone.errors] == [e.end_effector for e in result.errors] == node.ee_names
 
 
 # ----------------------------------------------------------------------------- 2. joint states
