@@ -2,7 +2,7 @@
 """``DirectionUpIKNode.solve`` in process with cold caches, as it runs between a client's requests.
 
     .venv/bin/python benchmarks/node_solve_cold.py [--requests 200] [--calls 600] [--block 20] \
-        [--base REV] [--search]
+        [--base REV] [--search] [--candidates 1]
 
 Between two ``~/solve`` requests the node waits on DDS while other processes (and, on a
 shared host, other machines) run, and its caches lose what ``node.solve`` touched:
@@ -12,7 +12,8 @@ that regime in one process, without ROS transport: before each call it writes on
 (one dual-arm candidate, the spec's single start, as ``make bench-ros`` sends); it then
 times the same request again, warm. Prints the medians of both. ``--search``: the node's
 default ``~/solve`` instead, the search (4 seeds per round, a 0.1 s budget) with its collision
-check, as a node started from ``config/dual_arm_torso.yaml`` answers.
+check, as a node started from ``config/dual_arm_torso.yaml`` answers. ``--candidates N``: each
+request holds N such candidates (a planner's candidate set) instead of one.
 
 Each tree runs in a child process; with ``--base REV`` a second child runs that revision's
 package (exported and compiled as ``bench_ros.py --base`` does), the two taking turns every
@@ -40,7 +41,7 @@ class ColdSolver:
     """A ``DirectionUpIKNode`` in this process (``bench_ros.InProcessNode``) and ``requests`` of
     ``bench_ros``'s requests, all solved once (warm-up)."""
 
-    def __init__(self, requests: int, search: bool) -> None:
+    def __init__(self, requests: int, search: bool, candidates: int = 1) -> None:
         import bench_ros
         from direction_up_ik.core.backend import warm_up_backend
         from direction_up_ik.srv import SolveDirectionUpIK
@@ -50,7 +51,10 @@ class ColdSolver:
         self.inproc = bench_ros.InProcessNode(state, search)
         node = self.node = self.inproc.node
         names = [e.name for e in node._config.end_effectors]
-        self.requests = bench_ros.make_requests(node._robot, names, state, requests, 0, 0.3)
+        single = bench_ros.make_requests(node._robot, names, state, requests * candidates, 0, 0.3)
+        self.requests = single[::candidates]
+        for k, r in enumerate(self.requests):
+            r.candidates = [c for s in single[k * candidates:(k + 1) * candidates] for c in s.candidates]
         for r in self.requests:
             node.solve(r, self.response())
         self.evict = np.ones(EVICT_BYTES // 8)
@@ -75,9 +79,9 @@ class ColdSolver:
         return dict(cold_us=float(np.median(self.cold)) / 1e3, warm_us=float(np.median(self.warm)) / 1e3)
 
 
-def child(requests: int, search: bool) -> None:
+def child(requests: int, search: bool, candidates: int) -> None:
     """Serve the parent over stdin / stdout: "block N" times N requests, "stop" prints the medians."""
-    solver = ColdSolver(requests, search)
+    solver = ColdSolver(requests, search, candidates)
     print("ready", flush=True)
     for line in sys.stdin:
         if line.startswith("block"):
@@ -89,9 +93,10 @@ def child(requests: int, search: bool) -> None:
     solver.inproc.close()
 
 
-def start_child(pythonpath: str, requests: int, search: bool) -> subprocess.Popen:
+def start_child(pythonpath: str, requests: int, search: bool, candidates: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": pythonpath, "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), CHILD, str(requests), str(int(search))],
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), CHILD, str(requests), str(int(search)),
+                             str(candidates)],
                             env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     _expect(proc, "ready")
@@ -110,7 +115,7 @@ def _expect(proc: subprocess.Popen, word: str) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == CHILD:
-        child(int(argv[1]), bool(int(argv[2])))
+        child(int(argv[1]), bool(int(argv[2])), int(argv[3]))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="distinct requests, taken in turn")
@@ -118,6 +123,7 @@ def main(argv=None) -> int:
     parser.add_argument("--block", type=int, default=20, help="requests per turn of a tree")
     parser.add_argument("--base", help="also this revision's node, in a second process, taking turns")
     parser.add_argument("--search", action="store_true", help="the node's default search, not the single start")
+    parser.add_argument("--candidates", type=int, default=1, help="dual-arm candidates per request")
     args = parser.parse_args(argv)
     import bench_ros
     trees = {"tree": os.pathsep.join(filter(None, (str(bench_ros.REPO), os.environ.get("PYTHONPATH"))))}
@@ -125,7 +131,7 @@ def main(argv=None) -> int:
     if args.base is not None:
         base = bench_ros.base_environment(args.base)
         trees["base"] = base["PYTHONPATH"]
-    procs = {name: start_child(path, args.requests, args.search) for name, path in trees.items()}
+    procs = {name: start_child(path, args.requests, args.search, args.candidates) for name, path in trees.items()}
     try:
         for k in range(0, args.calls, args.block):
             for name in (sorted(procs) if (k // args.block) % 2 == 0 else sorted(procs, reverse=True)):
@@ -142,7 +148,8 @@ def main(argv=None) -> int:
             proc.wait(timeout=60)
     t = result["tree"]
     mode = "the node's search" if args.search else "the spec's single start"
-    print(f"node.solve ({mode}), one dual-arm candidate, {args.calls} calls: cold {t['cold_us']:.1f} us, "
+    what = "one dual-arm candidate" if args.candidates == 1 else f"{args.candidates} dual-arm candidates"
+    print(f"node.solve ({mode}), {what}, {args.calls} calls: cold {t['cold_us']:.1f} us, "
           f"warm {t['warm_us']:.1f} us (medians)")
     if base is not None:
         b = result["base"]
