@@ -126,14 +126,20 @@ def _orthonormal3(direction, up, direction_field: str, up_field: str):
         raise DirectionValidationError(
             f"{direction_field}/{up_field}",
             "Direction and Up must not be parallel or anti-parallel")
+    return d, _perpendicular_up(d, u0, _norm3)
+
+
+def _perpendicular_up(d, u0, norm):
+    """Unit ``u0`` made perpendicular to unit ``d`` (both 3-tuples of floats, or of component
+    arrays with ``norm`` their row-wise norm): ``d x (u x d)`` normalised, u the rejection."""
     along = u0[0] * d[0] + u0[1] * d[1] + u0[2] * d[2]
     u = (u0[0] - along * d[0], u0[1] - along * d[1], u0[2] - along * d[2])
-    norm = _norm3(u)
-    u = (u[0] / norm, u[1] / norm, u[2] / norm)
+    length = norm(u)
+    u = (u[0] / length, u[1] / length, u[2] / length)
     x = _cross3(u, d)
-    norm = _norm3(x)
-    x = (x[0] / norm, x[1] / norm, x[2] / norm)
-    return d, _cross3(d, x)
+    length = norm(x)
+    x = (x[0] / length, x[1] / length, x[2] / length)
+    return _cross3(d, x)
 
 
 def orthonormal_pair(direction, up, direction_field: str, up_field: str):
@@ -301,14 +307,7 @@ def _orthonormal_rows(direction, up, e: int):
     parallel = _norms(_cross3(d, u0)) < PARALLEL_SINE_TOL
     if parallel.any():
         raise _first_row(parallel, e, "directions/ups", "Direction and Up must not be parallel or anti-parallel")
-    along = u0[0] * d[0] + u0[1] * d[1] + u0[2] * d[2]
-    u = (u0[0] - along * d[0], u0[1] - along * d[1], u0[2] - along * d[2])
-    norm = _norms(u)
-    u = (u[0] / norm, u[1] / norm, u[2] / norm)
-    x = _cross3(u, d)
-    norm = _norms(x)
-    x = (x[0] / norm, x[1] / norm, x[2] / norm)
-    return d, _cross3(d, x)
+    return d, _perpendicular_up(d, u0, _norms)
 
 
 class TargetBatch:
