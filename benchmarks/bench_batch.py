@@ -75,7 +75,7 @@ def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str,
     other = None
     if with_batch:
         as_batch = copy.copy(problem)
-        as_batch.candidates = target_batch(problem.targets)
+        as_batch.candidates = TargetBatch.from_tcp_poses(problem.targets)
         other = bench_peers.BatchedSearch().call_all(as_batch, problem.starts[start])
     timing = time_calls(bench_peers.BatchedSearch().call_all(problem, problem.starts[start]), calls, other)
     verdict = judge.evaluate(timing.pop("result").result.joint_q.astype(np.float64))
@@ -92,24 +92,18 @@ def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str,
                 batch_wall_us=round(1e6 * timing["other_wall_s"] / n, 2) if with_batch else None)
 
 
-def target_batch(poses: np.ndarray) -> TargetBatch:
-    """The TargetBatch of ``full_pose_candidates(poses)``: TCP poses (N, E, 4, 4), TCP convention."""
-    return TargetBatch(np.arange(poses.shape[1]), poses[:, :, :3, 3], poses[:, :, :3, 2], poses[:, :, :3, 1],
-                       None, None)
-
-
 def request_building(problem: bench_peers.Problem, calls: int) -> Dict:
     """Per target µs to build the request from its poses, both forms, and whether the search
     answers the batch as it answers the tuples (from the middle of the limits)."""
     poses = problem.targets
     objects = time_calls(lambda: full_pose_candidates(poses), calls)["wall_s"]
-    batch = time_calls(lambda: target_batch(poses), calls)["wall_s"]
+    batch = time_calls(lambda: TargetBatch.from_tcp_poses(poses), calls)["wall_s"]
     robot = problem.robot
     bench_peers._set_start(robot, problem.starts["mid_range"])
     kw = dict(max_position_error=bench_peers.MAX_POSITION_ERROR, num_seeds=bench_peers.BATCH_NUM_SEEDS,
               max_rounds=bench_peers.BATCH_MAX_ROUNDS)
     a = robo_search_ik_direction_up(robot, problem.candidates, **kw).result
-    b = robo_search_ik_direction_up(robot, target_batch(poses), **kw).result
+    b = robo_search_ik_direction_up(robot, TargetBatch.from_tcp_poses(poses), **kw).result
     same = bool(np.array_equal(a.joint_q, b.joint_q) and np.array_equal(a.success, b.success))
     return dict(objects_us=round(1e6 * objects / problem.n, 2), batch_us=round(1e6 * batch / problem.n, 3),
                 same_answers=same)

@@ -417,6 +417,17 @@ class TargetBatch:
             pairs = [orthonormal_pair(ld[k], lu[k], "local_direction", "local_up") for k in range(e)]
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
+    @classmethod
+    def from_tcp_poses(cls, tcp, ee_ids=None) -> "TargetBatch":
+        """Full-pose targets (TCP convention: +Z working axis, +Y up) at TCP world transforms
+        ``tcp`` (B, E, 4, 4), for end effectors ``ee_ids`` (default 0 .. E-1): the batch form
+        of :func:`full_pose_candidates`."""
+        tcp = _real_array(tcp, "tcp", "a (B, E, 4, 4) array")
+        if tcp.ndim != 4 or tcp.shape[2:] != (4, 4):
+            raise InputTypeError("tcp", f"expected shape (B, E, 4, 4), got {tcp.shape}")
+        ids = np.arange(tcp.shape[1]) if ee_ids is None else ee_ids
+        return cls(ids, tcp[:, :, :3, 3], tcp[:, :, :3, 2], tcp[:, :, :3, 1], None, None)
+
     def __setattr__(self, name, value):
         raise AttributeError("TargetBatch is immutable")
 

@@ -51,7 +51,8 @@ def test_the_problem_is_the_one_of_the_same_targets_as_objects_bit_for_bit(dual_
 def test_solves_and_searches_answer_the_batch_as_they_answer_the_tuples(ur5):
     rng = np.random.default_rng(3)
     poses = ur5.tcp_transforms(random_in_limits(ur5, rng, 24))
-    batch = TargetBatch(0, poses[:, 0, :3, 3], poses[:, 0, :3, 2], poses[:, 0, :3, 1], None, None)
+    batch = TargetBatch.from_tcp_poses(poses)
+    assert batch.mode == "full" and batch.uses_tcp_convention and batch.ee_ids.tolist() == [0]
     candidates = full_pose_candidates(poses)
     ur5.joint_q[:] = mid_range(ur5)
     for call in (lambda c: robo_solve_ik_direction_up_multi_batch(ur5, c, max_position_error=0.03),
@@ -104,6 +105,11 @@ def test_bad_arrays_raise_errors_naming_the_field_the_rule_and_the_target(case):
     args.update(changes)
     with pytest.raises(error, match=pattern):
         TargetBatch(**args)
+
+
+def test_poses_of_the_wrong_shape_are_named():
+    with pytest.raises(InputTypeError, match=r"tcp: expected shape \(B, E, 4, 4\)"):
+        TargetBatch.from_tcp_poses(np.zeros((3, 4, 4)))
 
 
 def test_an_end_effector_the_robot_lacks_is_named_when_the_problem_is_built(ur5):
