@@ -40,7 +40,7 @@ def settle_heap() -> None:
     A node's long-lived objects (the model, numba's kernels, rclpy, the message classes) are
     then never traversed again. Without it, each full collection that a long stream of
     requests brings on walks all of them and stalls the process for tens of milliseconds
-    (docs/performance.md, "Garbage collection"). A process that runs one node calls it after
+    (docs/performance.md, "A node's heap frozen after start-up"). A process that runs one node calls it after
     start-up and after each change of what lives long (the kernels loaded, a new model); the
     collection it runs first takes as long as one such stall.
     """
