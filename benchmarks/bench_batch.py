@@ -32,7 +32,7 @@ from typing import Dict, List
 import numpy as np
 
 import bench_peers
-from direction_up_ik.core import TargetBatch, robo_search_ik_direction_up, warm_up_backend
+from direction_up_ik.core import TargetBatch, warm_up_backend
 from direction_up_ik.core.targets import full_pose_candidates
 
 DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
@@ -72,11 +72,8 @@ def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str,
     ``with_batch`` the same call given the targets as a TargetBatch alternates with it."""
     robot = problem.robot
     # bench_peers' batched search: its start, arguments and warm-up, then the call itself
-    other = None
-    if with_batch:
-        as_batch = copy.copy(problem)
-        as_batch.candidates = TargetBatch.from_tcp_poses(problem.targets)
-        other = bench_peers.BatchedSearch().call_all(as_batch, problem.starts[start])
+    other = bench_peers.BatchedSearch().call_all(as_target_batch(problem), problem.starts[start]) \
+        if with_batch else None
     timing = time_calls(bench_peers.BatchedSearch().call_all(problem, problem.starts[start]), calls, other)
     verdict = judge.evaluate(timing.pop("result").result.joint_q.astype(np.float64))
     n = problem.n
@@ -92,18 +89,22 @@ def run_cell(problem: bench_peers.Problem, judge: bench_peers.Judge, start: str,
                 batch_wall_us=round(1e6 * timing["other_wall_s"] / n, 2) if with_batch else None)
 
 
+def as_target_batch(problem: bench_peers.Problem) -> bench_peers.Problem:
+    """``problem`` with its candidates as one TargetBatch of its poses."""
+    as_batch = copy.copy(problem)
+    as_batch.candidates = TargetBatch.from_tcp_poses(problem.targets)
+    return as_batch
+
+
 def request_building(problem: bench_peers.Problem, calls: int) -> Dict:
     """Per target µs to build the request from its poses, both forms, and whether the search
     answers the batch as it answers the tuples (from the middle of the limits)."""
     poses = problem.targets
     objects = time_calls(lambda: full_pose_candidates(poses), calls)["wall_s"]
     batch = time_calls(lambda: TargetBatch.from_tcp_poses(poses), calls)["wall_s"]
-    robot = problem.robot
-    bench_peers._set_start(robot, problem.starts["mid_range"])
-    kw = dict(max_position_error=bench_peers.MAX_POSITION_ERROR, num_seeds=bench_peers.BATCH_NUM_SEEDS,
-              max_rounds=bench_peers.BATCH_MAX_ROUNDS)
-    a = robo_search_ik_direction_up(robot, problem.candidates, **kw).result
-    b = robo_search_ik_direction_up(robot, TargetBatch.from_tcp_poses(poses), **kw).result
+    start = problem.starts["mid_range"]
+    a = bench_peers.BatchedSearch().call_all(problem, start)().result
+    b = bench_peers.BatchedSearch().call_all(as_target_batch(problem), start)().result
     same = bool(np.array_equal(a.joint_q, b.joint_q) and np.array_equal(a.success, b.success))
     return dict(objects_us=round(1e6 * objects / problem.n, 2), batch_us=round(1e6 * batch / problem.n, 3),
                 same_answers=same)

@@ -152,6 +152,8 @@ def _target_batch(candidates: Sequence, end_effectors: Sequence[EndEffectorConfi
                 return None
             p, d, u = msg.position, msg.direction, msg.up
             rows[b, k] = (p.x, p.y, p.z, d.x, d.y, d.z, u.x, u.y, u.z)
+    # The named conventions are passed as such: as vectors, TargetBatch's per-slot resolution
+    # would add to its fixed cost, which sets BATCH_MIN_CANDIDATES (docs/performance.md).
     if all(pair == (None, None) for pair in locals_):
         local_direction = local_up = None
     elif all(pair[0] is DEFAULT_LOCAL_DIRECTION for pair in locals_):
