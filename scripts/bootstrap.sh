@@ -9,7 +9,10 @@
 #      into the venv prefix when msg/, srv/, CMakeLists.txt or package.xml
 #      changed (hash stamp);
 #   5. editable install of the Python sources (pip -e, compat mode: the repo
-#      root becomes a sys.path entry, so source edits take effect at once).
+#      root becomes a sys.path entry, so source edits take effect at once);
+#   6. bytecode of the installed modules (once per requirements change) and of
+#      the package's sources (those that changed);
+#   7. the solver kernels' compile, in the background.
 # A run with nothing to do takes a few seconds at most.
 #
 # Environment: PYTHON (interpreter used to create the venv, default python3),
@@ -157,6 +160,22 @@ else
   write_stamp requirements "$REQ_HASH"
 fi
 
+# --- 6. bytecode ---------------------------------------------------------------------------
+# uv installs without bytecode, leaving it to the first import to write; where
+# PYTHONDONTWRITEBYTECODE is set (as in many containers) nothing writes it, and every process
+# compiled numpy, scipy, numba and rclpy from source again: seconds per process
+# (docs/performance.md, "Bytecode"). compileall writes it whatever that variable says; files
+# that do not compile (test data in some packages) are left to the import, as before.
+compile_installed_bytecode() {
+  if ! stamp_matches bytecode "$REQ_HASH"; then
+    say "compiling the installed modules' bytecode"
+    "$VPY" -m compileall -qq -j 0 "$SITE" || true
+    write_stamp bytecode "$REQ_HASH"
+  fi
+}
+# While the msg/srv build (step 4) runs, when it does.
+compile_installed_bytecode
+
 # --- 3 and 4 (unless already running since step 2) -------------------------------------
 if [[ -n "$INTERFACE_JOB" ]]; then
   STATUS=0
@@ -185,7 +204,11 @@ if [[ ! -f "$INIT" ]] || ! grep -q 'extend_path' "$INIT"; then
   say '  __path__ = __import__("pkgutil").extend_path(__path__, __name__)' >&2
 fi
 
-# --- 6. compiled solver kernel -------------------------------------------------
+# The package's own modules and its generated msg/srv: those changed since their bytecode
+# was written.
+"$VPY" -m compileall -qq -j 0 "$ROOT/direction_up_ik" "$SITE/direction_up_ik" || true
+
+# --- 7. compiled solver kernel -------------------------------------------------
 # numba compiles direction_up_ik/core/compiled/ into its disk cache once (minutes; later loads
 # take a second). Started in the background, detached, so that nothing waits for it: the node
 # answers with the numpy backend until the kernels are ready, and a test run or benchmark that
