@@ -1,16 +1,20 @@
 """The node's start on an empty kernel cache: time to its "ready" log line and to its first answer.
 
     python benchmarks/bench_cold_start.py [--configs dual_arm_torso panda_like ur5_like] [--runs 3]
-        [--base REV] [--warm] [--json out.json]
+        [--base REV] [--without-bytecode] [--warm] [--json out.json]
 
 Each run launches ``python -m direction_up_ik.ros.node --ros-args --params-file config/<name>.yaml``
 with ``NUMBA_CACHE_DIR`` a new empty folder (as after a fresh install or a numba upgrade), reads
 its output until the "ready" line, then calls ``~/solve`` once (one candidate at a pose near the
 mid-range state) and reports the seconds from the launch to each. ``--warm`` uses one shared
-cache folder filled before the first run instead. ``--base REV`` also runs the package of an
-earlier revision (``git archive`` into a temporary folder, put first on ``PYTHONPATH``), the two
+cache folder filled before the first run instead, and also reports the seconds to the node's log
+line saying its compiled kernels are loaded. ``--base REV`` also runs the package of an earlier
+revision (``git archive`` into a temporary folder, put first on ``PYTHONPATH``), the two
 alternating run by run so that the machine's load falls on both; printed are both medians and
-the paired ratios. Figures and method: docs/performance.md.
+the paired ratios. ``--without-bytecode`` runs this checkout a second way in the same
+alternation: with no Python bytecode to read (``PYTHONPYCACHEPREFIX`` an empty folder, nothing
+written), as in a venv installed without bytecode where ``PYTHONDONTWRITEBYTECODE`` is set.
+Figures and method: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -82,10 +86,12 @@ print("ANSWERED", time.monotonic(), response.error_code, response.solver_backend
 """
 
 
-def one_run(config: str, source: str, cache: str, domain: int) -> dict:
-    """Launch the node from ``source`` ("" = this checkout) on ``cache``; seconds to ready and answer."""
+def one_run(config: str, source: str, cache: str, domain: int, extra_env: dict, wait_kernels: bool) -> dict:
+    """Launch the node from ``source`` ("" = this checkout) on ``cache``, with ``extra_env`` set for
+    the node and its client; seconds to ready and to the answer, and with ``wait_kernels`` to the
+    node's log line saying its kernels are loaded (NaN without)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1",
-               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", **extra_env)
     if source:
         env["PYTHONPATH"] = source + os.pathsep + env.get("PYTHONPATH", "")
     params = str(REPO / "config" / f"{config}.yaml")
@@ -96,12 +102,15 @@ def one_run(config: str, source: str, cache: str, domain: int) -> dict:
     node = subprocess.Popen([sys.executable, "-m", "direction_up_ik.ros.node", "--ros-args", "--params-file",
                              params], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             cwd=tempfile.gettempdir())
-    ready = []
+    ready, kernels, loaded = [], [], threading.Event()
 
     def read_node():
         for line in node.stdout:
             if not ready and "ready:" in line:
                 ready.append(time.monotonic() - start)
+            if not kernels and "compiled solver kernels" in line:
+                kernels.append(time.monotonic() - start)
+                loaded.set()
     reader = threading.Thread(target=read_node, daemon=True)
     reader.start()
     try:
@@ -110,6 +119,8 @@ def one_run(config: str, source: str, cache: str, domain: int) -> dict:
         client.kill()
         out = ""
     finally:
+        if wait_kernels:
+            loaded.wait(timeout=max(0.0, RUN_TIMEOUT - (time.monotonic() - start)))
         node.send_signal(signal.SIGINT)
         try:
             node.wait(timeout=30)
@@ -119,7 +130,7 @@ def one_run(config: str, source: str, cache: str, domain: int) -> dict:
     if not ready or not answered:
         raise SystemExit(f"{config}: no ready line or no answer within {RUN_TIMEOUT} s:\n{out[-2000:]}")
     return dict(ready_s=ready[0], answer_s=float(answered[0][1]) - start, error_code=int(answered[0][2]),
-                backend=answered[0][3])
+                backend=answered[0][3], kernels_s=kernels[0] if kernels else float("nan"))
 
 
 def main() -> None:
@@ -127,17 +138,23 @@ def main() -> None:
     parser.add_argument("--configs", nargs="*", default=["dual_arm_torso", "panda_like", "ur5_like"])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--base", help="also run this git revision, alternating with the checkout")
+    parser.add_argument("--without-bytecode", action="store_true",
+                        help="also run this checkout with no Python bytecode to read, alternating")
     parser.add_argument("--warm", action="store_true", help="a warm kernel cache instead of an empty one")
     parser.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")) or 88)
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        sources = {"this checkout": ""}
+        sources = {"this checkout": ("", {})}  # label: (package folder, environment)
         if args.base:
-            sources[f"base {args.base}"] = export_revision(args.base, os.path.join(work, "base"))
+            sources[f"base {args.base}"] = (export_revision(args.base, os.path.join(work, "base")), {})
+        if args.without_bytecode:
+            empty = os.path.join(work, "no_bytecode")
+            os.makedirs(empty)
+            sources["without bytecode"] = ("", dict(PYTHONPYCACHEPREFIX=empty, PYTHONDONTWRITEBYTECODE="1"))
         warm = {label: os.path.join(work, f"cache{i}") for i, label in enumerate(sources)}
         if args.warm:
-            for label, source in sources.items():
+            for label, (source, _) in sources.items():
                 env = dict(os.environ, NUMBA_CACHE_DIR=warm[label])
                 if source:
                     env["PYTHONPATH"] = source
@@ -147,22 +164,27 @@ def main() -> None:
         for config in args.configs:
             runs = {label: [] for label in sources}
             for k in range(args.runs):
-                for label, source in sources.items():
+                for label, (source, extra_env) in sources.items():
                     cache = warm[label] if args.warm else tempfile.mkdtemp(dir=work)
-                    runs[label].append(one_run(config, source, cache, args.domain))
+                    runs[label].append(one_run(config, source, cache, args.domain, extra_env, args.warm))
             rows[config] = runs
             for label, values in runs.items():
                 ready = [r["ready_s"] for r in values]
                 answer = [r["answer_s"] for r in values]
+                loaded = [r["kernels_s"] for r in values]
                 print(f"{config} ({label}): ready {statistics.median(ready):.2f} s "
                       f"[{min(ready):.2f}-{max(ready):.2f}], first answer {statistics.median(answer):.2f} s "
-                      f"[{min(answer):.2f}-{max(answer):.2f}], backend {values[0]['backend']}, "
+                      f"[{min(answer):.2f}-{max(answer):.2f}], kernels loaded {statistics.median(loaded):.2f} s "
+                      f"[{min(loaded):.2f}-{max(loaded):.2f}], backend {values[0]['backend']}, "
                       f"error codes {sorted({r['error_code'] for r in values})}")
-            if args.base:
-                mine, base = runs["this checkout"], runs[f"base {args.base}"]
-                ratio = [a["ready_s"] / b["ready_s"] for a, b in zip(mine, base)]
-                print(f"{config}: ready, this checkout / base, paired: {min(ratio):.2f}-{max(ratio):.2f} "
-                      f"(median {statistics.median(ratio):.2f})")
+            for label in sources:
+                if label == "this checkout":
+                    continue
+                mine, other = runs["this checkout"], runs[label]
+                for key in ("ready_s", "kernels_s") if args.warm else ("ready_s",):
+                    ratio = [a[key] / b[key] for a, b in zip(mine, other)]
+                    print(f"{config}: {key[:-2]}, this checkout / {label}, paired: {min(ratio):.2f}-{max(ratio):.2f} "
+                          f"(median {statistics.median(ratio):.2f})")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
