@@ -10,8 +10,8 @@
 #      changed (hash stamp);
 #   5. editable install of the Python sources (pip -e, compat mode: the repo
 #      root becomes a sys.path entry, so source edits take effect at once);
-#   6. bytecode of the installed modules (once per requirements change) and of
-#      the package's sources (those that changed);
+#   6. bytecode of the installed packages the project imports (once per
+#      requirements change) and of the package's sources (those that changed);
 #   7. the solver kernels' compile, in the background.
 # A run with nothing to do takes a few seconds at most.
 #
@@ -160,22 +160,6 @@ else
   write_stamp requirements "$REQ_HASH"
 fi
 
-# --- 6. bytecode ---------------------------------------------------------------------------
-# uv installs without bytecode, leaving it to the first import to write; where
-# PYTHONDONTWRITEBYTECODE is set (as in many containers) nothing writes it, and every process
-# compiled numpy, scipy, numba and rclpy from source again: seconds per process
-# (docs/performance.md, "Bytecode"). compileall writes it whatever that variable says; files
-# that do not compile (test data in some packages) are left to the import, as before.
-compile_installed_bytecode() {
-  if ! stamp_matches bytecode "$REQ_HASH"; then
-    say "compiling the installed modules' bytecode"
-    "$VPY" -m compileall -qq -j 0 "$SITE" || true
-    write_stamp bytecode "$REQ_HASH"
-  fi
-}
-# While the msg/srv build (step 4) runs, when it does.
-compile_installed_bytecode
-
 # --- 3 and 4 (unless already running since step 2) -------------------------------------
 if [[ -n "$INTERFACE_JOB" ]]; then
   STATUS=0
@@ -204,6 +188,45 @@ if [[ ! -f "$INIT" ]] || ! grep -q 'extend_path' "$INIT"; then
   say '  __path__ = __import__("pkgutil").extend_path(__path__, __name__)' >&2
 fi
 
+# --- 6. bytecode ---------------------------------------------------------------------------
+# uv installs without bytecode, leaving it to the first import to write; where
+# PYTHONDONTWRITEBYTECODE is set (as in many containers) nothing writes it, and every process
+# compiled numpy, scipy, numba and rclpy from source again: seconds per process
+# (docs/performance.md, "Bytecode"). Once per requirements change: the installed packages the
+# package's modules and its test tools import, whole (their lazily imported parts too), not
+# the venv's other tools. compileall writes bytecode whatever that variable says; a file that
+# does not compile is left to its import, as before.
+if ! stamp_matches bytecode "$REQ_HASH"; then
+  say "compiling the bytecode of the installed packages the project imports"
+  "$VPY" - "$SITE" <<'PY' || say "warning: bytecode compile failed; processes compile from source" >&2
+import compileall
+import importlib
+import os
+import pkgutil
+import sys
+
+site = os.path.realpath(sys.argv[1])
+import direction_up_ik  # noqa: E402
+
+names = [info.name for info in pkgutil.walk_packages(direction_up_ik.__path__, "direction_up_ik.")]
+for name in names + ["pytest", "xdist", "hypothesis", "scipy.spatial"]:
+    try:
+        importlib.import_module(name)
+    except Exception:  # modules for a real ROS 2 install only (launch_ros, moveit_msgs), or absent tools
+        pass
+tops = set()
+for module in list(sys.modules.values()):
+    path = getattr(module, "__file__", None)
+    if path and os.path.realpath(path).startswith(site + os.sep):
+        tops.add(os.path.join(site, os.path.relpath(os.path.realpath(path), site).split(os.sep)[0]))
+for top in sorted(tops):
+    if os.path.isdir(top):
+        compileall.compile_dir(top, quiet=2, workers=0)
+    else:
+        compileall.compile_file(top, quiet=2)
+PY
+  write_stamp bytecode "$REQ_HASH"
+fi
 # The package's own modules and its generated msg/srv: those changed since their bytecode
 # was written.
 "$VPY" -m compileall -qq -j 0 "$ROOT/direction_up_ik" "$SITE/direction_up_ik" || true
