@@ -209,7 +209,9 @@ site = os.path.realpath(sys.argv[1])
 import direction_up_ik  # noqa: E402
 
 names = [info.name for info in pkgutil.walk_packages(direction_up_ik.__path__, "direction_up_ik.")]
-for name in names + ["pytest", "xdist", "hypothesis", "scipy.spatial"]:
+# and what its modules import inside functions (robot descriptions, meshes), and the test tools
+names += ["scipy.spatial", "urdf_parser_py.urdf", "xacro", "trimesh", "yaml", "pytest", "xdist", "hypothesis"]
+for name in names:
     try:
         importlib.import_module(name)
     except Exception:  # modules for a real ROS 2 install only (launch_ros, moveit_msgs), or absent tools
