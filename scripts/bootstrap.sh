@@ -191,14 +191,14 @@ fi
 # --- 6. bytecode ---------------------------------------------------------------------------
 # uv installs without bytecode, leaving it to the first import to write; where
 # PYTHONDONTWRITEBYTECODE is set (as in many containers) nothing writes it, and every process
-# compiled numpy, scipy, numba and rclpy from source again: seconds per process
-# (docs/performance.md, "Bytecode"). Once per requirements change: the installed packages the
+# would compile numpy, scipy, numba and rclpy from source: seconds per process
+# (docs/performance.md, the thirteenth session). Once per requirements change: the installed packages the
 # package's modules and its test tools import, whole (their lazily imported parts too), not
 # the venv's other tools. compileall writes bytecode whatever that variable says; a file that
 # does not compile is left to its import, as before.
 if ! stamp_matches bytecode "$REQ_HASH"; then
   say "compiling the bytecode of the installed packages the project imports"
-  "$VPY" - "$SITE" <<'PY' || say "warning: bytecode compile failed; processes compile from source" >&2
+  if "$VPY" - "$SITE" <<'PY'; then
 import compileall
 import importlib
 import os
@@ -208,7 +208,8 @@ import sys
 site = os.path.realpath(sys.argv[1])
 import direction_up_ik  # noqa: E402
 
-names = [info.name for info in pkgutil.walk_packages(direction_up_ik.__path__, "direction_up_ik.")]
+names = [info.name for info in pkgutil.walk_packages(direction_up_ik.__path__, "direction_up_ik.",
+                                                     onerror=lambda name: None)]
 # and what its modules import inside functions (robot descriptions, meshes), and the test tools
 names += ["scipy.spatial", "urdf_parser_py.urdf", "xacro", "trimesh", "yaml", "pytest", "xdist", "hypothesis"]
 for name in names:
@@ -227,7 +228,10 @@ for top in sorted(tops):
     else:
         compileall.compile_file(top, quiet=2)
 PY
-  write_stamp bytecode "$REQ_HASH"
+    write_stamp bytecode "$REQ_HASH"
+  else  # tried again by the next run
+    say "warning: bytecode compile failed; processes compile their imports from source" >&2
+  fi
 fi
 # The package's own modules and its generated msg/srv: those changed since their bytecode
 # was written.
