@@ -192,10 +192,10 @@ fi
 # uv installs without bytecode, leaving it to the first import to write; where
 # PYTHONDONTWRITEBYTECODE is set (as in many containers) nothing writes it, and every process
 # would compile numpy, scipy, numba and rclpy from source: seconds per process
-# (docs/performance.md, the thirteenth session). Once per requirements change: the installed packages the
-# package's modules and its test tools import, whole (their lazily imported parts too), not
-# the venv's other tools. compileall writes bytecode whatever that variable says; a file that
-# does not compile is left to its import, as before.
+# (docs/performance.md, the thirteenth session). Once per requirements change: the installed
+# packages the package's modules and its test tools import, whole (their lazily imported parts
+# too), not the venv's other tools. compileall writes bytecode whatever that variable says; a
+# file that does not compile is left to its import, as before.
 if ! stamp_matches bytecode "$REQ_HASH"; then
   say "compiling the bytecode of the installed packages the project imports"
   if "$VPY" - "$SITE" <<'PY'; then
@@ -211,11 +211,12 @@ import direction_up_ik  # noqa: E402
 names = [info.name for info in pkgutil.walk_packages(direction_up_ik.__path__, "direction_up_ik.",
                                                      onerror=lambda name: None)]
 # and what its modules import inside functions (robot descriptions, meshes), and the test tools
-names += ["scipy.spatial", "urdf_parser_py.urdf", "xacro", "trimesh", "yaml", "pytest", "xdist", "hypothesis"]
+names += ["scipy.spatial", "urdf_parser_py.urdf", "xacro", "trimesh", "yaml",
+          "pytest", "xdist", "hypothesis"]
 for name in names:
     try:
         importlib.import_module(name)
-    except Exception:  # modules for a real ROS 2 install only (launch_ros, moveit_msgs), or absent tools
+    except Exception:  # modules for a real ROS 2 only (launch_ros, moveit_msgs), absent tools
         pass
 tops = set()
 for module in list(sys.modules.values()):
