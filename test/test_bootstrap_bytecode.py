@@ -1,10 +1,11 @@
 """scripts/bootstrap.sh leaves bytecode for what a node process imports.
 
-Without it, where ``PYTHONDONTWRITEBYTECODE`` is set, every process compiled numpy, scipy, numba,
-rclpy and the package from source again (seconds per node start; docs/performance.md,
-"Bytecode"). Checked in a fresh interpreter that imports what the node imports: every module it
-loads from the venv has a current bytecode file, every module of the package's sources one (an
-edit since the last bootstrap leaves it stale, which costs only that file's compile).
+Without it, where ``PYTHONDONTWRITEBYTECODE`` is set, every process would compile numpy, scipy,
+numba, rclpy and the package from source (seconds per node start; docs/performance.md, the
+thirteenth session). Checked in a fresh interpreter that imports what the node imports at
+start-up (its module, the core, the compiled kernels' modules): every module it loads from the
+venv has a current bytecode file, every module of the package's sources one (an edit since the
+last bootstrap leaves it stale, which costs only that file's compile).
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ pytestmark = [
 ]
 
 #: Lists (root index, file, its bytecode file or "", current) of every source module the node's
-#: imports load from one of the roots given (the venv, the package's sources). Run with bytecode writing off, so the check cannot write what it
-#: checks. "Current": the bytecode file records the source's size and modification time.
+#: imports load from one of the roots given (the venv, the package's sources). Run with bytecode
+#: writing off, so that the check cannot write what it checks. "Current": the bytecode file
+#: records the source's size and modification time (or is checked by hash).
 _PROBE = r"""
 import importlib.util, json, os, sys
-import direction_up_ik.ros.node, direction_up_ik.core as core
-core.warm_up_backend()
+import direction_up_ik.ros.node, direction_up_ik.core, direction_up_ik.core.compiled.api
 roots = [os.path.realpath(p) for p in sys.argv[1:]]
 rows = []
 for module in list(sys.modules.values()):
