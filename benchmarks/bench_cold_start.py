@@ -32,6 +32,8 @@ import threading
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))  # driver_common
+from driver_common import KERNELS_MARK, READY_MARK  # noqa: E402
 #: Seconds a run may take before it counts as hung (a cold compile runs in the background and is
 #: not waited for).
 RUN_TIMEOUT = 120.0
@@ -106,9 +108,9 @@ def one_run(config: str, source: str, cache: str, domain: int, extra_env: dict, 
 
     def read_node():
         for line in node.stdout:
-            if not ready and "ready:" in line:
+            if not ready and READY_MARK in line:
                 ready.append(time.monotonic() - start)
-            if not kernels and "compiled solver kernels" in line:
+            if not kernels and KERNELS_MARK in line:
                 kernels.append(time.monotonic() - start)
                 loaded.set()
     reader = threading.Thread(target=read_node, daemon=True)

@@ -89,6 +89,12 @@ def _die_with_parent() -> None:
         pass
 
 
+#: Substrings of the node's log lines: its start-up is done ("ready: ..."), and its compiled
+#: kernels took over or are unavailable (the node's ``_on_kernels_ready``).
+READY_MARK = "ready:"
+KERNELS_MARK = "compiled solver kernels"
+
+
 class NodeProcess:
     """``python -m direction_up_ik.ros.node`` with ``config/<robot>.yaml`` in ``namespace``.
 
@@ -130,9 +136,9 @@ class NodeProcess:
         for line in self.proc.stdout:
             self.lines.append(line)
             self.line_count += 1
-            if "ready:" in line:
+            if READY_MARK in line:
                 self._ready.set()
-            if "compiled solver kernels" in line:  # ready, or unavailable (the node's _on_kernels_ready)
+            if KERNELS_MARK in line:
                 self._kernels.set()
             if "[ERROR]" in line or "[FATAL]" in line or "Traceback" in line:
                 self.error_lines += "[ERROR]" in line or "[FATAL]" in line
