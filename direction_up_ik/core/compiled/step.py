@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .numba_support import jitable
-from .vector_math import copy1, copy2, sum_of_squares
+from .vector_math import sum_of_squares
 
 
 @jitable
@@ -18,7 +18,12 @@ def lu_solve(a, x):
     like LAPACK getrf). Returns False when a pivot is exactly zero (singular;
     ``numpy.linalg.solve`` raises LinAlgError there).
     """
-    n = a.shape[0]
+    return lu_sized(a, x, a.shape[0])
+
+
+@jitable(force_inline=True)
+def lu_sized(a, x, n):
+    """:func:`lu_solve` of the leading (n, n) block of ``a``, inlined like :func:`ldl_sized`."""
     for col in range(n):
         p = col
         best = abs(a[col, col])
@@ -53,7 +58,13 @@ def ldl_solve(a, x):
     pivoting (L unit lower, below the diagonal of ``a``; D on it), ``x`` (n,) becomes y.
     Returns False when a pivot is not positive (``a`` not numerically positive definite;
     ``a`` and ``x`` are then partly overwritten). Reads only the lower triangle."""
-    n = a.shape[0]
+    return ldl_sized(a, x, a.shape[0])
+
+
+@jitable(force_inline=True)
+def ldl_sized(a, x, n):
+    """:func:`ldl_solve` of the leading (n, n) block of ``a``: inlined, so that a caller
+    passing a constant ``n`` gets it compiled for that size (:data:`FIXED_STEP_SIZES`)."""
     for j in range(n):
         d = a[j, j]
         for k in range(j):
@@ -80,11 +91,10 @@ def ldl_solve(a, x):
     return True
 
 
-@jitable
-def clamped_matrix(h, fixed, matrix):
+@jitable(force_inline=True)
+def clamped_matrix(h, fixed, matrix, a):
     """``h`` (A, A) with the rows and columns of the ``fixed`` joints (A,) bool replaced by
-    those of the identity, into ``matrix``."""
-    a = h.shape[0]
+    those of the identity, into ``matrix``; ``a`` = A."""
     for i in range(a):
         for j in range(a):
             matrix[i, j] = h[i, j] if not fixed[i] and not fixed[j] else 0.0
@@ -93,32 +103,60 @@ def clamped_matrix(h, fixed, matrix):
 
 
 @jitable(force_inline=True)
-def system_matrix(h, fixed, clamped, matrix):
-    """``matrix`` = ``h``, or its :func:`clamped_matrix` when ``clamped`` (some joint fixed)."""
+def system_matrix(h, fixed, clamped, matrix, a):
+    """``matrix`` = ``h`` (A, A), or its :func:`clamped_matrix` when ``clamped`` (some joint
+    fixed); ``a`` = A."""
     if clamped:
-        clamped_matrix(h, fixed, matrix)
+        clamped_matrix(h, fixed, matrix, a)
     else:
-        copy2(matrix, h)
+        for i in range(a):
+            for j in range(a):
+                matrix[i, j] = h[i, j]
 
 
 @jitable(force_inline=True)
-def clamped_solve(ldl, h, fixed, clamped, rhs, matrix, x):
+def clamped_solve(ldl, h, fixed, clamped, rhs, matrix, x, a):
     """x (A,) = M^-1 rhs for M = :func:`system_matrix` (built in ``matrix``, scratch): by
-    :func:`ldl_solve` when ``ldl``, by :func:`lu_solve` otherwise or where L D L^T meets a
-    non-positive pivot. Returns False when LU meets an exactly singular M."""
-    system_matrix(h, fixed, clamped, matrix)
-    copy1(x, rhs)
+    :func:`ldl_sized` when ``ldl``, by :func:`lu_sized` otherwise or where L D L^T meets a
+    non-positive pivot; ``a`` = A. Returns False when LU meets an exactly singular M."""
+    system_matrix(h, fixed, clamped, matrix, a)
+    for i in range(a):
+        x[i] = rhs[i]
     if ldl:
-        if ldl_solve(matrix, x):
+        if ldl_sized(matrix, x, a):
             return True
-        system_matrix(h, fixed, clamped, matrix)
-        copy1(x, rhs)
-    return lu_solve(matrix, x)
+        system_matrix(h, fixed, clamped, matrix, a)
+        for i in range(a):
+            x[i] = rhs[i]
+    return lu_sized(matrix, x, a)
+
+
+#: (active joints, residual rows) of the systems whose step :func:`limited_dls_step` runs
+#: compiled for those sizes (the 7- and 6-joint arms with one TCP): constant loop bounds let
+#: the compiler unroll the small products and the factorisation, the same operations in the
+#: same order, so the same bits (docs/performance.md).
+FIXED_STEP_SIZES = ((7, 9), (6, 9))
 
 
 @jitable(own_code=True)
 def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
                      value, fixed, scratch, ldl):
+    """:func:`dls_step_sized` of the Jacobian's shape, compiled for the sizes of
+    :data:`FIXED_STEP_SIZES` (spelled out: the sizes must be constants where it is inlined)."""
+    a, n = jac.shape
+    if a == 7 and n == 9:
+        return dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
+                              value, fixed, scratch, ldl, 7, 9)
+    if a == 6 and n == 9:
+        return dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
+                              value, fixed, scratch, ldl, 6, 9)
+    return dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
+                          value, fixed, scratch, ldl, a, n)
+
+
+@jitable(force_inline=True)
+def dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
+                   value, fixed, scratch, ldl, a, n):
     """Damped least-squares step inside the joint bounds, norm-capped (spec 5.3).
 
     Solves (J^T J + damping I) dq = -J^T r; joints whose step leaves
@@ -134,10 +172,10 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
         scratch (>= A,): work arrays. step: (A,) out, rad / m.
         ldl: solve each system by :func:`ldl_solve` (``Config.fast_math``; cheaper than
             LU), by LU where that meets a non-positive pivot.
+        a, n: A and 9E, the Jacobian's shape (constants where the caller knows them).
     Returns:
         False when a system is exactly singular (step undefined).
     """
-    a, n = jac.shape
     for i in range(a):
         for j in range(i + 1):  # J^T J is symmetric: the same products in the same order
             total = 0.0
@@ -155,7 +193,7 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
     for i in range(a):
         fixed[i] = False
         value[i] = 0.0
-    if not clamped_solve(ldl, h, fixed, False, g, matrix, step):
+    if not clamped_solve(ldl, h, fixed, False, g, matrix, step, a):
         return False
     for _ in range(a):
         hit = False
@@ -179,7 +217,7 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
                 for j in range(a):
                     total += h[i, j] * value[j]
                 rhs[i] = g[i] - total
-        if not clamped_solve(ldl, h, fixed, True, rhs, matrix, step):
+        if not clamped_solve(ldl, h, fixed, True, rhs, matrix, step, a):
             return False
     norm = np.sqrt(sum_of_squares(step, scratch))
     limit = max_step_norm / (norm if norm > 0.0 else 1.0)
