@@ -135,7 +135,7 @@ def clamped_solve(ldl, h, fixed, clamped, rhs, matrix, x, a):
 #: compiled for those sizes (the 7- and 6-joint arms with one TCP): constant loop bounds let
 #: the compiler unroll the small products and the factorisation, the same operations in the
 #: same order, so the same bits (docs/performance.md).
-FIXED_STEP_SIZES = ((7, 9), (6, 9))
+FIXED_STEP_SIZES = ((7, 9), (6, 9), (16, 18))
 
 
 @jitable(own_code=True)
@@ -150,6 +150,9 @@ def limited_dls_step(damping, max_step_norm, active, lower, upper, jac, r, q, h,
     if a == 6 and n == 9:
         return dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
                               value, fixed, scratch, ldl, 6, 9)
+    if a == 16 and n == 18:
+        return dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
+                              value, fixed, scratch, ldl, 16, 18)
     return dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g, step, matrix, rhs,
                           value, fixed, scratch, ldl, a, n)
 
