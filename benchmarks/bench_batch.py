@@ -18,6 +18,12 @@ poses (N, E, 4, 4): as N tuples of ``DirectionUpTarget`` (``full_pose_candidates
 timed above) and as one ``TargetBatch``, per target, medians of ``--calls``; and checks that
 the search answers the batch exactly as it answers the tuples. ``--target-batch`` also times
 each cell's call given the TargetBatch, its calls alternating with the tuples' ones.
+
+``--round0-bound`` (set ``NUMBA_NUM_THREADS=1`` to read it as work) bounds what stopping
+failing starts early could gain: per cell it times, interleaved, the search, round 0 alone
+(``num_seeds=0``) over all targets and over the targets round 0 solves. Their difference is
+what round 0 spends on the starts it fails; the search without it, ``search - (all - solved)``,
+is what a search that dropped every failing round-0 start at no cost would take at best.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Dict, List
 import numpy as np
 
 import bench_peers
-from direction_up_ik.core import TargetBatch, warm_up_backend
+from direction_up_ik.core import TargetBatch, robo_search_ik_direction_up, warm_up_backend
 from direction_up_ik.core.targets import full_pose_candidates
 
 DEFAULT_ROBOTS = ("panda_like", "ur5_like", "dual_arm_torso")
@@ -110,6 +116,34 @@ def request_building(problem: bench_peers.Problem, calls: int) -> Dict:
                 same_answers=same)
 
 
+def round0_bound(problem: bench_peers.Problem, start: str, calls: int) -> Dict:
+    """µs per target (medians of ``calls`` interleaved calls): the batched search, its round 0
+    alone over all targets and over the targets round 0 solves, and the bound of
+    ``--round0-bound`` (see the module docstring)."""
+    robot = problem.robot
+    search = bench_peers.BatchedSearch().call_all(problem, problem.starts[start])  # sets the start
+    kw = dict(max_position_error=bench_peers.MAX_POSITION_ERROR, num_seeds=0, **problem.tolerances)
+    first = robo_search_ik_direction_up(robot, problem.candidates, **kw)
+    solved = tuple(problem.candidates[i] for i in np.flatnonzero(first.result.success == 1))
+    calls_by_part = dict(search=search,
+                         round0=lambda: robo_search_ik_direction_up(robot, problem.candidates, **kw),
+                         # (a search needs a candidate: with none solved, that part is empty)
+                         round0_solved=lambda: robo_search_ik_direction_up(robot, solved, **kw) if solved else None)
+    walls: Dict[str, List[float]] = {key: [] for key in calls_by_part}
+    for k in range(calls):
+        order = list(calls_by_part)
+        for key in order[k % 3:] + order[:k % 3]:  # each part first in turn
+            w0 = time.perf_counter()
+            calls_by_part[key]()
+            walls[key].append(time.perf_counter() - w0)
+    us = {key: 1e6 * float(np.median(v)) / problem.n for key, v in walls.items()}
+    failing = us["round0"] - us["round0_solved"]
+    bound = us["search"] - failing
+    return dict(robot=problem.name, start=start, round0_solves=len(solved), search_us=round(us["search"], 2),
+                round0_us=round(us["round0"], 2), round0_failing_us=round(failing, 2),
+                bound_us=round(bound, 2), bound_ratio=round(bound / us["search"], 3))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=1000)
@@ -120,6 +154,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--target-batch", action="store_true",
                         help="also time the call given a TargetBatch, alternating with the tuples' call")
+    parser.add_argument("--round0-bound", action="store_true",
+                        help="also bound what dropping failing round-0 starts could gain (module docstring)")
     args = parser.parse_args(argv)
     warm_up_backend()
     threads = os.environ.get("NUMBA_NUM_THREADS", "numba's default")
@@ -145,6 +181,13 @@ def main(argv=None) -> int:
                   f"{row['cpu_per_wall']:8.2f} {100 * row['success_rate']:7.1f}%  "
                   f"{'met' if row['goal_met'] else 'missed'} (wall <= {row['goal_wall_us']:g}{cpu_goal}, all solved)"
                   f"{batch}", flush=True)
+            if args.round0_bound:
+                bound = round0_bound(problem, start, args.calls)
+                row["round0_bound"] = bound
+                print(f"{'':32s} round 0 solves {bound['round0_solves']} of {problem.n}; µs per target: search "
+                      f"{bound['search_us']:.2f}, round 0 {bound['round0_us']:.2f}, of it the starts it fails "
+                      f"{bound['round0_failing_us']:.2f}; search without those at best {bound['bound_us']:.2f} "
+                      f"({bound['bound_ratio']:.2f} x)", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
