@@ -717,6 +717,50 @@ def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_def
     assert kernel_ldl(np.array([[4.0, 2.0], [2.0, 3.0]]), np.ones(2))
 
 
+def _sized_solver(size: int):
+    """A small compiled function solving with the step's L D L^T and LU at ``size`` known when
+    compiled (a constant, as ``limited_dls_step`` passes for ``FIXED_STEP_SIZES``) and at the
+    size read at run time, into two outputs each."""
+    from numba import njit
+
+    ldl, lu = dls_step.ldl_sized, dls_step.lu_sized
+
+    @njit
+    def solve_both(mats, rhs, known, runtime, n):
+        for m in range(mats.shape[0]):
+            for out in range(4):
+                a, x = mats[m].copy(), rhs[m].copy()
+                if out == 0:
+                    ldl(a, x, size)
+                    known[m, 0] = x
+                elif out == 1:
+                    ldl(a, x, n)
+                    runtime[m, 0] = x
+                elif out == 2:
+                    lu(a, x, size)
+                    known[m, 1] = x
+                else:
+                    lu(a, x, n)
+                    runtime[m, 1] = x
+    return solve_both
+
+
+def test_the_step_compiled_for_known_sizes_keeps_the_bits_of_runtime_sizes():
+    """``limited_dls_step`` solves the systems of ``FIXED_STEP_SIZES`` by code compiled with their
+    size as a constant, which the compiler unrolls; it must not reorder the arithmetic: L D L^T
+    and LU give the same bits as the same helpers with the size read at run time."""
+    rng = np.random.default_rng(3)
+    for size in sorted({a for a, _ in dls_step.FIXED_STEP_SIZES}):
+        jac = rng.standard_normal((64, size, 9)) * rng.uniform(0.01, 3.0, (64, 1, 1))
+        mats = np.einsum("mik,mjk->mij", jac, jac) + 1e-3 * np.eye(size)
+        rhs = rng.standard_normal((64, size))
+        known, runtime = np.empty((64, 2, size)), np.empty((64, 2, size))
+        _sized_solver(size)(mats, rhs, known, runtime, size)
+        np.testing.assert_array_equal(known, runtime)
+        np.testing.assert_allclose(known[:, 0], np.linalg.solve(mats, rhs[..., None])[..., 0], rtol=1e-6,
+                                   atol=1e-9)
+
+
 def test_step_damping_of_both_backends_is_min_of_damping_and_the_residual_with_a_floor():
     """damping_mode="residual": the damping of a step is min(damping, max(E, 1e-6 damping)) in
     the kernel (``dls_step.step_damping``) and the reference (``ReferenceSolver.damping``), the floor
