@@ -20,6 +20,7 @@ Skipped only when numba cannot be imported (it is in requirements/core.txt).
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import List
 
@@ -749,6 +750,9 @@ def test_the_step_compiled_for_known_sizes_keeps_the_bits_of_runtime_sizes():
     """``limited_dls_step`` solves the systems of ``FIXED_STEP_SIZES`` by code compiled with their
     size as a constant, which the compiler unrolls; it must not reorder the arithmetic: L D L^T
     and LU give the same bits as the same helpers with the size read at run time."""
+    branches = inspect.getsource(dls_step.limited_dls_step)
+    for a, n in dls_step.FIXED_STEP_SIZES:  # the list names the branches that exist
+        assert f"if a == {a} and n == {n}:" in branches and f"ldl, {a}, {n})" in branches, (a, n)
     rng = np.random.default_rng(3)
     for size in sorted({a for a, _ in dls_step.FIXED_STEP_SIZES}):
         jac = rng.standard_normal((64, size, 9)) * rng.uniform(0.01, 3.0, (64, 1, 1))

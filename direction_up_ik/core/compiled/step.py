@@ -132,9 +132,10 @@ def clamped_solve(ldl, h, fixed, clamped, rhs, matrix, x, a):
 
 
 #: (active joints, residual rows) of the systems whose step :func:`limited_dls_step` runs
-#: compiled for those sizes (the 7- and 6-joint arms with one TCP): constant loop bounds let
-#: the compiler unroll the small products and the factorisation, the same operations in the
-#: same order, so the same bits (docs/performance.md).
+#: compiled for those sizes (the 7- and 6-joint arms with one TCP, the bundled dual-arm
+#: torso): constant loop bounds let the compiler unroll the small products and the
+#: factorisation, the same operations in the same order, so the same bits
+#: (docs/performance.md). Each size is also a branch of :func:`limited_dls_step`.
 FIXED_STEP_SIZES = ((7, 9), (6, 9), (16, 18))
 
 
