@@ -10,7 +10,7 @@
 addresses. This script compiles the kernel afresh in a temporary cache folder,
 prepares the workload, then attaches ``perf record`` to itself for the timed part only, and
 writes ``/tmp/perf-<pid>.map`` naming every compiled function of the kernel (``solve_rows``,
-``evaluate``, ``jacobian_shortcut``, ``lu_solve``, ...), which ``perf report`` reads. The
+``evaluate``, ``jacobian_shortcut``, ``limited_dls_step``, ...), which ``perf report`` reads. The
 garbage collector is frozen after set-up, so the profile is the solver's. (A kernel loaded
 from numba's disk cache has no addresses to name, hence the fresh compile.)
 

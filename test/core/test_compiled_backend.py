@@ -677,7 +677,8 @@ def test_ldl_solve_agrees_with_lu_and_declines_a_matrix_that_is_not_positive_def
     compiled here were this module's slowest part, docs/performance.md). The compiled L D L^T path is
     checked against numpy by test_numba_matches_numpy's analytic cases, whose kernels solve
     by it."""
-    kernel_ldl = dls_step.ldl_solve
+    def kernel_ldl(a, x):
+        return dls_step.ldl_sized(a, x, a.shape[0])
 
     def kernel_step(jac, r, q, lower, upper, ldl, step, fixed, damping):
         a = jac.shape[0]

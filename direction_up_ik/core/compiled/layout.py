@@ -61,7 +61,7 @@ Targets = namedtuple("Targets", (
 #: ``residual_damping`` (``damping_mode="residual"``) and ``damping_floor``: see
 #: ``step.step_damping``;
 #: ``fast_math``: the kernel's own sin/cos (``vector_math.own_sincos``) in FK and an L D L^T
-#: solve of the step (``step.ldl_solve``) instead of libm's and pivoted LU (whose numbers the
+#: solve of the step (``step.ldl_sized``) instead of libm's and pivoted LU (whose numbers the
 #: numpy reference's follow): set with ``jacobian="analytic"`` (the search's mode, whose
 #: answers differ from the spec's anyway); the spec's finite-difference mode keeps libm and LU;
 #: ``turn_joints`` (P,) int64: positions in ``active`` whose successful values move by whole

@@ -10,20 +10,15 @@ from .numba_support import jitable
 from .vector_math import sum_of_squares
 
 
-@jitable
-def lu_solve(a, x):
+@jitable(force_inline=True)
+def lu_sized(a, x, n):
     """Solve ``a @ y = x`` in place: ``a`` (n, n) becomes its LU factors, ``x`` (n,) becomes y.
 
     Gaussian elimination with partial pivoting (first row of largest |pivot|,
     like LAPACK getrf). Returns False when a pivot is exactly zero (singular;
-    ``numpy.linalg.solve`` raises LinAlgError there).
+    ``numpy.linalg.solve`` raises LinAlgError there). Inlined, so that a caller passing a
+    constant ``n`` gets it compiled for that size (:data:`FIXED_STEP_SIZES`).
     """
-    return lu_sized(a, x, a.shape[0])
-
-
-@jitable(force_inline=True)
-def lu_sized(a, x, n):
-    """:func:`lu_solve` of the leading (n, n) block of ``a``, inlined like :func:`ldl_sized`."""
     for col in range(n):
         p = col
         best = abs(a[col, col])
@@ -52,19 +47,13 @@ def lu_sized(a, x, n):
     return True
 
 
-@jitable
-def ldl_solve(a, x):
+@jitable(force_inline=True)
+def ldl_sized(a, x, n):
     """Solve ``a @ y = x`` in place for a symmetric ``a`` (n, n) by a = L D L^T without
     pivoting (L unit lower, below the diagonal of ``a``; D on it), ``x`` (n,) becomes y.
     Returns False when a pivot is not positive (``a`` not numerically positive definite;
-    ``a`` and ``x`` are then partly overwritten). Reads only the lower triangle."""
-    return ldl_sized(a, x, a.shape[0])
-
-
-@jitable(force_inline=True)
-def ldl_sized(a, x, n):
-    """:func:`ldl_solve` of the leading (n, n) block of ``a``: inlined, so that a caller
-    passing a constant ``n`` gets it compiled for that size (:data:`FIXED_STEP_SIZES`)."""
+    ``a`` and ``x`` are then partly overwritten). Reads only the lower triangle. Inlined
+    like :func:`lu_sized`, for the same reason."""
     for j in range(n):
         d = a[j, j]
         for k in range(j):
@@ -174,7 +163,7 @@ def dls_step_sized(damping, max_step_norm, active, lower, upper, jac, r, q, h, g
         jac: (A, 9E) transposed Jacobian; r: (9E,); q: (D,) current state.
         h (A, A), g (A,), matrix (A, A), rhs (A,), value (A,), fixed (A,) bool,
         scratch (>= A,): work arrays. step: (A,) out, rad / m.
-        ldl: solve each system by :func:`ldl_solve` (``Config.fast_math``; cheaper than
+        ldl: solve each system by :func:`ldl_sized` (``Config.fast_math``; cheaper than
             LU), by LU where that meets a non-positive pivot.
         a, n: A and 9E, the Jacobian's shape (constants where the caller knows them).
     Returns:
