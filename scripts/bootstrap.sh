@@ -11,7 +11,8 @@
 #   5. editable install of the Python sources (pip -e, compat mode: the repo
 #      root becomes a sys.path entry, so source edits take effect at once);
 #   6. bytecode of the installed packages the project imports (once per
-#      requirements change) and of the package's sources (those that changed);
+#      change of the requirements or of the package's imports) and of the
+#      package's sources (those that changed);
 #   7. the solver kernels' compile, in the background.
 # A run with nothing to do takes a few seconds at most.
 #
@@ -192,11 +193,16 @@ fi
 # uv installs without bytecode, leaving it to the first import to write; where
 # PYTHONDONTWRITEBYTECODE is set (as in many containers) nothing writes it, and every process
 # would compile numpy, scipy, numba and rclpy from source: seconds per process
-# (docs/performance.md, the thirteenth session). Once per requirements change: the installed
-# packages the package's modules and its test tools import, whole (their lazily imported parts
-# too), not the venv's other tools. compileall writes bytecode whatever that variable says; a
-# file that does not compile is left to its import, as before.
-if ! stamp_matches bytecode "$REQ_HASH"; then
+# (docs/performance.md, the thirteenth session). The installed packages the package's modules
+# and its test tools import, whole (their lazily imported parts too), not the venv's other tools;
+# compileall writes bytecode whatever that variable says, and a file that does not compile is
+# left to its import. Once per change of the requirements or of the package's import lines of
+# other packages (a module that starts to import one nothing imported before gets it compiled).
+BYTECODE_KEY="$( { echo "$REQ_HASH"
+  grep -rhE --include='*.py' \
+    '^[[:space:]]*(import[[:space:]]+[A-Za-z_]|from[[:space:]]+[A-Za-z_][A-Za-z0-9_.]*[[:space:]]+import[[:space:]])' "$ROOT/direction_up_ik" \
+    | grep -v 'direction_up_ik' | sed -E 's/^[[:space:]]+//' | LC_ALL=C sort -u; } | sha256sum | cut -d' ' -f1)"
+if ! stamp_matches bytecode "$BYTECODE_KEY"; then
   say "compiling the bytecode of the installed packages the project imports"
   if "$VPY" - "$SITE" <<'PY'; then
 import compileall
@@ -229,7 +235,7 @@ for top in sorted(tops):
     else:
         compileall.compile_file(top, quiet=2)
 PY
-    write_stamp bytecode "$REQ_HASH"
+    write_stamp bytecode "$BYTECODE_KEY"
   else  # tried again by the next run
     say "warning: bytecode compile failed; processes compile their imports from source" >&2
   fi
