@@ -27,7 +27,8 @@ responses, a command that is non-finite, outside the limits or matches no target
 of the client phase without a command, command lag p99 over ``--max-lag-s``, RSS growth over
 ``--rss-limit-mib``, streams below 90 % of their rate, the node dying, or ``--max-seconds``
 (300) passing after the start-up (which may take a while when the solver's numba kernels
-compile).
+compile). The clients start once the node's compiled kernels answer (``NodeProcess.wait_kernels``;
+not with ``--smoke``, which also covers the numpy backend answering before them).
 
 ``--smoke`` (the CI check, ``test/ros/test_reliability.py``): only defects are violations -- a
 response lost (none within 300 s), rejected or wrong, a command outside the limits or for no
@@ -233,6 +234,8 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
     main = probe = None
     try:
         node.wait_ready()
+        if not smoke:  # latency figures of the compiled kernels, not of the numpy backend that answers first
+            node.wait_kernels()
         main = RosClient(f"load_main_{namespace[1:]}")
         commands = []
         main.node.create_subscription(JointState, f"{node.fqn}/joint_command",
