@@ -18,17 +18,18 @@ then, all at the same time:
   100 (``--client-qos-depth``; with the ROS default 10, rmw_fastrtps can drop a busy client's
   own response, see :func:`client_qos`).
 
-Reports p50/p99 latency and throughput of the service, the achieved stream rates, the rate
-of joint commands from ``~/target`` (per second, during the client phase), the lag from a
-target's publication to the command that solves it (the node's ``~/target`` subscription
-keeps only the newest message, so the lag must stay bounded -- a queue that grew would show
-as a growing lag), and the node's RSS. Violations (exit code 1): lost / mismatched / rejected
-responses, a command that is non-finite, outside the limits or matches no target, a second
-of the client phase without a command, command lag p99 over ``--max-lag-s``, RSS growth over
-``--rss-limit-mib``, streams below 90 % of their rate, the node dying, or ``--max-seconds``
-(300) passing after the start-up (which may take a while when the solver's numba kernels
-compile). The clients start once the node's compiled kernels answer (``NodeProcess.wait_kernels``;
-not with ``--smoke``, which also covers the numpy backend answering before them).
+Reports p50/p99 latency (all answers, and per answer code) and throughput of the service, the
+achieved stream rates, the rate of joint commands from ``~/target`` (per second, during the
+client phase), the lag from a target's publication to the command that solves it (the node's
+``~/target`` subscription keeps only the newest message, so the lag must stay bounded -- a
+queue that grew would show as a growing lag), and the node's RSS. Violations (exit code 1):
+lost / mismatched / rejected responses, a command that is non-finite, outside the limits or
+matches no target, a second of the client phase without a command, command lag p99 over
+``--max-lag-s``, RSS growth over ``--rss-limit-mib``, streams below 90 % of their rate, the
+node dying, or ``--max-seconds`` (300) passing after the start-up (which may take a while when
+the solver's numba kernels compile). The clients start once the node's compiled kernels answer
+(``NodeProcess.wait_kernels``; not with ``--smoke``, which also covers the numpy backend
+answering before them).
 
 ``--smoke`` (the CI check, ``test/ros/test_reliability.py``): only defects are violations -- a
 response lost (none within 300 s), rejected or wrong, a command outside the limits or for no
@@ -79,6 +80,7 @@ def two_hand_request(judge: Judge, rng, scale: float = 0.4):
 class ClientStats:
     def __init__(self) -> None:
         self.latencies = []
+        self.latencies_by_code = {}  # error code -> latencies (s) of the answers with it
         self.lost = 0
         self.rejected = 0
         self.mismatched = 0
@@ -130,6 +132,7 @@ def client_worker(index: int, context, fqn: str, requests: int, seed: int, barri
                 continue
             stats.latencies.append(dt)
             stats.codes[response.error_code] = stats.codes.get(response.error_code, 0) + 1
+            stats.latencies_by_code.setdefault(response.error_code, []).append(dt)
             if response.error_code not in judge.outcomes:
                 stats.rejected += 1
                 stats.problems.append(f"client {index} request {i}: rejected {response.error_code}: "
@@ -330,10 +333,12 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
                 violations.append(f"final valid request: {None if response is None else response.message}")
             else:
                 violations.extend(f"final valid request: {p}" for p in judge.check(req, response))
-        codes = {}
+        codes, by_code = {}, {}
         for s in stats:
             for c, n in s.codes.items():
                 codes[judge.codes.get(c, str(c))] = codes.get(judge.codes.get(c, str(c)), 0) + n
+            for c, values in s.latencies_by_code.items():
+                by_code.setdefault(judge.codes.get(c, str(c)), []).extend(values)
         phase_s = t_end - t_start
         report.update(
             requests_sent=total, answered=len(latencies), lost=lost, mismatched=mismatched, rejected=rejected,
@@ -342,6 +347,9 @@ def run(clients: int = 8, requests: int = 500, joint_state_hz: float = 500.0, ta
             latency_ms=dict(p50=round(1e3 * percentile(latencies, 50), 2),
                             p99=round(1e3 * percentile(latencies, 99), 2),
                             max=round(1e3 * max(latencies, default=math.nan), 1)),
+            latency_ms_by_code={code: dict(count=len(v), p50=round(1e3 * percentile(v, 50), 2),
+                                           p99=round(1e3 * percentile(v, 99), 2), max=round(1e3 * max(v), 1))
+                                for code, v in sorted(by_code.items())},
             joint_states={k: (round(v, 3) if isinstance(v, float) else v)
                           for k, v in results["joint_states"].items() if k != "sends"},
             targets={k: (round(v, 3) if isinstance(v, float) else v)
@@ -377,6 +385,8 @@ def print_report(r: dict) -> None:
               f"{r['mismatched']}, rejected {r['rejected']}; codes {r['codes']}")
         print(f"latency: p50 {lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms; throughput "
               f"{r['throughput_per_s']} requests/s over {r['client_phase_s']} s")
+        print("latency by answer: " + "; ".join(f"{code} ({v['count']}) p50 {v['p50']} / p99 {v['p99']} / max "
+                                                f"{v['max']} ms" for code, v in r["latency_ms_by_code"].items()))
         js, tg = r["joint_states"], r["targets"]
         print(f"joint_states: {js['count']} published at {js['rate_hz']:.1f} Hz (largest gap "
               f"{1e3 * js['max_gap_s']:.1f} ms); ~/target: {tg['count']} published at {tg['rate_hz']:.1f} Hz")

@@ -149,6 +149,8 @@ def test_load_driver_smoke(tmp_path):
     assert report["violations"] == 0, output
     assert report["answered"] == 60 and report["lost"] == 0 and report["mismatched"] == 0, output
     assert report["rejected"] == 0 and report["node_alive"] and report["node_exit_code"] == 0, output
+    by_code = report["latency_ms_by_code"]  # every answer under its code, with its latency
+    assert {code: v["count"] for code, v in by_code.items()} == report["codes"], (by_code, report["codes"])
     commands = report["commands"]
     assert commands["received"] > 0 and commands["unmatched"] == 0, commands
     assert commands["outside_limits_or_non_finite"] == 0, commands
