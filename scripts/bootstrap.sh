@@ -47,6 +47,13 @@ hash_files() {
   done | sha256sum | cut -d' ' -f1
 }
 
+# The package's import lines of other packages (its own and relative imports left out), sorted.
+package_imports() {
+  local line='^[[:space:]]*(import[[:space:]]+[A-Za-z_]|from[[:space:]]+[A-Za-z_][A-Za-z0-9_.]*[[:space:]]+import[[:space:]])'
+  { grep -rhE --include='*.py' "$line" "$ROOT/direction_up_ik" || true; } \
+    | { grep -v 'direction_up_ik' || true; } | sed -E 's/^[[:space:]]+//' | LC_ALL=C sort -u
+}
+
 stamp_matches() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
 write_stamp() { mkdir -p "$STAMPS"; printf '%s\n' "$2" >"$STAMPS/$1"; }
 
@@ -198,10 +205,7 @@ fi
 # compileall writes bytecode whatever that variable says, and a file that does not compile is
 # left to its import. Once per change of the requirements or of the package's import lines of
 # other packages (a module that starts to import one nothing imported before gets it compiled).
-BYTECODE_KEY="$( { echo "$REQ_HASH"
-  grep -rhE --include='*.py' \
-    '^[[:space:]]*(import[[:space:]]+[A-Za-z_]|from[[:space:]]+[A-Za-z_][A-Za-z0-9_.]*[[:space:]]+import[[:space:]])' "$ROOT/direction_up_ik" \
-    | grep -v 'direction_up_ik' | sed -E 's/^[[:space:]]+//' | LC_ALL=C sort -u; } | sha256sum | cut -d' ' -f1)"
+BYTECODE_KEY="$( { echo "$REQ_HASH"; package_imports; } | sha256sum | cut -d' ' -f1)"
 if ! stamp_matches bytecode "$BYTECODE_KEY"; then
   say "compiling the bytecode of the installed packages the project imports"
   if "$VPY" - "$SITE" <<'PY'; then
