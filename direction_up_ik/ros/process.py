@@ -40,9 +40,9 @@ def settle_heap() -> None:
     A node's long-lived objects (the model, numba's kernels, rclpy, the message classes) are
     then never traversed again. Without it, each full collection that a long stream of
     requests brings on walks all of them and stalls the process for tens of milliseconds
-    (docs/performance.md, "A node's heap frozen after start-up"). A process that runs one node calls it after
-    start-up and after each change of what lives long (the kernels loaded, a new model); the
-    collection it runs first takes as long as one such stall.
+    (docs/performance.md, "A node's heap frozen after start-up"). A process that runs one node
+    calls it after start-up and after each change of what lives long (the kernels loaded, a new
+    model); the collection it runs first takes as long as one such stall.
     """
     gc.collect()
     gc.freeze()
